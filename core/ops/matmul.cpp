@@ -1,0 +1,105 @@
+// Matrix products on OpenBLAS. Leading dimensions of `a` fold into M when `b` is a matrix (the
+// Linear-layer case); equal leading dimensions on both sides give a batched product.
+#include "core/cpu/gemm.h"
+#include "core/ops.h"
+#include "core/ops/op_util.h"
+
+namespace pac {
+
+namespace {
+
+struct MatmulPlan {
+  int64_t batch = 1;  // independent products
+  int64_t m = 0, k = 0, n = 0;
+  bool shared_b = true;  // b is one [K, N] matrix used by every row of a
+  Shape out_shape;
+};
+
+MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
+  detail::check_float(a, "matmul", "a");
+  detail::check_float(b, "matmul", "b");
+  PAC_CHECK(a.dim() >= 2 && b.dim() >= 2,
+            "matmul: both operands need at least 2 dims, a is {}, "
+            "b is {}",
+            a.str(), b.str());
+  PAC_CHECK(a.size(-1) == b.size(-2), "matmul: inner dimensions differ: a is {}, b is {}", a.str(),
+            b.str());
+  MatmulPlan p;
+  p.k = a.size(-1);
+  p.n = b.size(-1);
+  p.out_shape = a.shape();
+  p.out_shape.back() = p.n;
+  if (b.dim() == 2) {
+    p.m = a.numel() / p.k;
+    return p;
+  }
+  Shape batch_a(a.shape().begin(), a.shape().end() - 2);
+  Shape batch_b(b.shape().begin(), b.shape().end() - 2);
+  PAC_CHECK(batch_a == batch_b, "matmul: batch dimensions differ: a is {}, b is {}", a.str(),
+            b.str());
+  p.shared_b = false;
+  p.batch = shape_numel(batch_a);
+  p.m = a.size(-2);
+  return p;
+}
+
+}  // namespace
+
+class MatmulBackward : public Node {
+ public:
+  MatmulBackward(Tensor a, Tensor b, MatmulPlan plan, Shape a_shape, Shape b_shape)
+      : a_(std::move(a)),
+        b_(std::move(b)),
+        plan_(std::move(plan)),
+        a_shape_(std::move(a_shape)),
+        b_shape_(std::move(b_shape)) {}
+  std::string name() const override { return "MatmulBackward"; }
+
+  // dA = dC B^T and dB = A^T dC, per batch (or over the folded rows when b is shared).
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const MatmulPlan& p = plan_;
+    Tensor ga, gb;
+    const float* pg = g.data<float>();
+    if (needs_grad(0)) {
+      ga = Tensor::empty(a_shape_);
+      for (int64_t i = 0; i < p.batch; ++i) {
+        const float* bi = b_.data<float>() + (p.shared_b ? 0 : i * p.k * p.n);
+        cpu::sgemm(false, true, p.m, p.k, p.n, 1.0f, pg + i * p.m * p.n, p.n, bi, p.n, 0.0f,
+                   ga.data<float>() + i * p.m * p.k, p.k);
+      }
+    }
+    if (needs_grad(1)) {
+      gb = Tensor::empty(b_shape_);
+      for (int64_t i = 0; i < p.batch; ++i) {
+        float* gbi = gb.data<float>() + (p.shared_b ? 0 : i * p.k * p.n);
+        cpu::sgemm(true, false, p.k, p.n, p.m, 1.0f, a_.data<float>() + i * p.m * p.k, p.k,
+                   pg + i * p.m * p.n, p.n, 0.0f, gbi, p.n);
+      }
+    }
+    return {ga, gb};
+  }
+
+ private:
+  Tensor a_, b_;
+  MatmulPlan plan_;
+  Shape a_shape_, b_shape_;
+};
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  MatmulPlan p = plan_matmul(a, b);
+  Tensor out = Tensor::empty(p.out_shape);
+  for (int64_t i = 0; i < p.batch; ++i) {
+    const float* bi = b.data<float>() + (p.shared_b ? 0 : i * p.k * p.n);
+    cpu::sgemm(false, false, p.m, p.n, p.k, 1.0f, a.data<float>() + i * p.m * p.k, p.k, bi, p.n,
+               0.0f, out.data<float>() + i * p.m * p.n, p.n);
+  }
+  if (any_requires_grad({a, b})) {
+    auto node = std::make_shared<MatmulBackward>(b.requires_grad() ? a.detach() : Tensor(),
+                                                 a.requires_grad() ? b.detach() : Tensor(), p,
+                                                 a.shape(), b.shape());
+    detail::record(out, {a, b}, node);
+  }
+  return out;
+}
+
+}  // namespace pac

@@ -1,0 +1,238 @@
+// Batch normalisation (per channel over N, H, W) and layer normalisation (per row over the
+// trailing dimensions). Both save the input and the per-group mean and 1/std, and recompute the
+// normalised values in backward.
+#include <cmath>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/ops/op_util.h"
+
+namespace pac {
+
+// --- batch norm: x viewed as [N, C, S] with S = H * W (or 1 for [N, C]) ---
+class BatchNormBackward : public Node {
+ public:
+  BatchNormBackward(Tensor x, Tensor weight, std::vector<float> mean, std::vector<float> invstd,
+                    bool training)
+      : x_(std::move(x)),
+        weight_(std::move(weight)),
+        mean_(std::move(mean)),
+        invstd_(std::move(invstd)),
+        training_(training) {}
+  std::string name() const override { return "BatchNormBackward"; }
+
+  std::vector<Tensor> apply(const Tensor& g) override {
+    int64_t n = x_.size(0), c = x_.size(1), s = x_.numel() / (n * c);
+    double m = static_cast<double>(n * s);
+    const float* px = x_.data<float>();
+    const float* pg = g.data<float>();
+    Tensor gx = needs_grad(0) ? Tensor::empty(x_.shape()) : Tensor();
+    Tensor gw = needs_grad(1) ? Tensor::empty({c}) : Tensor();
+    Tensor gb = needs_grad(2) ? Tensor::empty({c}) : Tensor();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      // sum_dy = sum(dy), sum_dy_xhat = sum(dy * xhat) over the channel
+      double sum_dy = 0.0, sum_dy_xhat = 0.0;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = px + (b * c + ch) * s;
+        const float* gs = pg + (b * c + ch) * s;
+        for (int64_t i = 0; i < s; ++i) {
+          sum_dy += gs[i];
+          sum_dy_xhat += gs[i] * (xs[i] - mean_[ch]) * invstd_[ch];
+        }
+      }
+      if (gw.defined()) gw.data<float>()[ch] = static_cast<float>(sum_dy_xhat);
+      if (gb.defined()) gb.data<float>()[ch] = static_cast<float>(sum_dy);
+      if (!gx.defined()) continue;
+      float w = weight_.defined() ? weight_.data<float>()[ch] : 1.0f;
+      float scale = w * invstd_[ch];
+      // Training: the batch statistics depend on x, which adds the two mean terms.
+      float mean_dy = training_ ? static_cast<float>(sum_dy / m) : 0.0f;
+      float mean_dy_xhat = training_ ? static_cast<float>(sum_dy_xhat / m) : 0.0f;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = px + (b * c + ch) * s;
+        const float* gs = pg + (b * c + ch) * s;
+        float* out = gx.data<float>() + (b * c + ch) * s;
+        for (int64_t i = 0; i < s; ++i) {
+          float xhat = (xs[i] - mean_[ch]) * invstd_[ch];
+          out[i] = scale * (gs[i] - mean_dy - xhat * mean_dy_xhat);
+        }
+      }
+    }
+    return {gx, gw, gb};
+  }
+
+ private:
+  Tensor x_, weight_;
+  std::vector<float> mean_, invstd_;
+  bool training_;
+};
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  float momentum, float eps) {
+  detail::check_float(x, "batch_norm", "x");
+  PAC_CHECK(x.dim() == 2 || x.dim() == 4,
+            "batch_norm: input must be [N, C] or [N, C, H, W], got {}", x.str());
+  int64_t n = x.size(0), c = x.size(1), s = x.numel() / std::max<int64_t>(1, n * c);
+  for (const auto& [t, label] :
+       {std::pair{weight, "weight"}, std::pair{bias, "bias"},
+        std::pair{running_mean, "running_mean"}, std::pair{running_var, "running_var"}}) {
+    if (!t.defined()) continue;
+    detail::check_float(t, "batch_norm", label);
+    PAC_CHECK(t.shape() == Shape{c}, "batch_norm: {} must be [{}] for input {}, got {}", label, c,
+              x.str(), t.str());
+  }
+  PAC_CHECK(training || (running_mean.defined() && running_var.defined()),
+            "batch_norm: evaluation mode needs running_mean and running_var");
+  PAC_CHECK(!training || n * s > 1,
+            "batch_norm: training needs more than one value per channel, input is {}", x.str());
+
+  const float* px = x.data<float>();
+  std::vector<float> mean(c), invstd(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mu, var;
+    if (training) {
+      double total = 0.0, total_sq = 0.0;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = px + (b * c + ch) * s;
+        for (int64_t i = 0; i < s; ++i) total += xs[i];
+      }
+      mu = total / static_cast<double>(n * s);
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = px + (b * c + ch) * s;
+        for (int64_t i = 0; i < s; ++i) total_sq += (xs[i] - mu) * (xs[i] - mu);
+      }
+      var = total_sq / static_cast<double>(n * s);  // biased: what normalises the batch
+      if (running_mean.defined()) {
+        NoGradGuard no_grad;
+        float* rm = running_mean.data<float>();
+        float* rv = running_var.data<float>();
+        double unbiased = total_sq / static_cast<double>(n * s - 1);
+        rm[ch] = static_cast<float>((1.0 - momentum) * rm[ch] + momentum * mu);
+        rv[ch] = static_cast<float>((1.0 - momentum) * rv[ch] + momentum * unbiased);
+      }
+    } else {
+      mu = running_mean.data<float>()[ch];
+      var = running_var.data<float>()[ch];
+    }
+    mean[ch] = static_cast<float>(mu);
+    invstd[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
+  }
+
+  Tensor out = Tensor::empty(x.shape());
+  float* po = out.data<float>();
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      float w = weight.defined() ? weight.data<float>()[ch] : 1.0f;
+      float shift = bias.defined() ? bias.data<float>()[ch] : 0.0f;
+      float scale = w * invstd[ch];
+      const float* xs = px + (b * c + ch) * s;
+      float* ys = po + (b * c + ch) * s;
+      for (int64_t i = 0; i < s; ++i) ys[i] = (xs[i] - mean[ch]) * scale + shift;
+    }
+  }
+  if (any_requires_grad({x, weight, bias})) {
+    auto node = std::make_shared<BatchNormBackward>(x.detach(),
+                                                    weight.defined() ? weight.detach() : Tensor(),
+                                                    std::move(mean), std::move(invstd), training);
+    detail::record(out, {x, weight, bias}, node);
+  }
+  return out;
+}
+
+// --- layer norm: x viewed as [rows, D] with D the product of normalized_shape ---
+class LayerNormBackward : public Node {
+ public:
+  LayerNormBackward(Tensor x, Tensor weight, std::vector<float> mean, std::vector<float> rstd,
+                    int64_t d)
+      : x_(std::move(x)),
+        weight_(std::move(weight)),
+        mean_(std::move(mean)),
+        rstd_(std::move(rstd)),
+        d_(d) {}
+  std::string name() const override { return "LayerNormBackward"; }
+
+  std::vector<Tensor> apply(const Tensor& g) override {
+    int64_t rows = x_.numel() / d_;
+    const float* px = x_.data<float>();
+    const float* pg = g.data<float>();
+    const float* pw = weight_.defined() ? weight_.data<float>() : nullptr;
+    Tensor gx = needs_grad(0) ? Tensor::empty(x_.shape()) : Tensor();
+    Tensor gw = needs_grad(1) ? Tensor::zeros({d_}) : Tensor();
+    Tensor gb = needs_grad(2) ? Tensor::zeros({d_}) : Tensor();
+    std::vector<float> dxhat(d_);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = px + r * d_;
+      const float* gr = pg + r * d_;
+      double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+      for (int64_t j = 0; j < d_; ++j) {
+        float xhat = (xr[j] - mean_[r]) * rstd_[r];
+        dxhat[j] = gr[j] * (pw ? pw[j] : 1.0f);
+        sum_dxhat += dxhat[j];
+        sum_dxhat_xhat += dxhat[j] * xhat;
+        if (gw.defined()) gw.data<float>()[j] += gr[j] * xhat;
+        if (gb.defined()) gb.data<float>()[j] += gr[j];
+      }
+      if (!gx.defined()) continue;
+      float mean_dxhat = static_cast<float>(sum_dxhat / d_);
+      float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / d_);
+      float* out = gx.data<float>() + r * d_;
+      for (int64_t j = 0; j < d_; ++j) {
+        float xhat = (xr[j] - mean_[r]) * rstd_[r];
+        out[j] = rstd_[r] * (dxhat[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+      }
+    }
+    return {gx, gw, gb};
+  }
+
+ private:
+  Tensor x_, weight_;
+  std::vector<float> mean_, rstd_;
+  int64_t d_;
+};
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, float eps) {
+  detail::check_float(x, "layer_norm", "x");
+  size_t k = normalized_shape.size();
+  PAC_CHECK(k >= 1 && k <= x.shape().size() &&
+                Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+            "layer_norm: normalized_shape {} must match the trailing dimensions of {}",
+            shape_str(normalized_shape), x.str());
+  int64_t d = shape_numel(normalized_shape);
+  for (const auto& [t, label] : {std::pair{weight, "weight"}, std::pair{bias, "bias"}}) {
+    if (!t.defined()) continue;
+    detail::check_float(t, "layer_norm", label);
+    PAC_CHECK(t.shape() == normalized_shape, "layer_norm: {} must be {}, got {}", label,
+              shape_str(normalized_shape), t.str());
+  }
+  int64_t rows = d == 0 ? 0 : x.numel() / d;
+  std::vector<float> mean(rows), rstd(rows);
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * d;
+    double total = 0.0, total_sq = 0.0;
+    for (int64_t j = 0; j < d; ++j) total += xr[j];
+    double mu = total / d;
+    for (int64_t j = 0; j < d; ++j) total_sq += (xr[j] - mu) * (xr[j] - mu);
+    mean[r] = static_cast<float>(mu);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(total_sq / d + eps));
+    for (int64_t j = 0; j < d; ++j) {
+      float y = (xr[j] - mean[r]) * rstd[r];
+      if (weight.defined()) y *= weight.data<float>()[j];
+      if (bias.defined()) y += bias.data<float>()[j];
+      po[r * d + j] = y;
+    }
+  }
+  if (any_requires_grad({x, weight, bias})) {
+    auto node = std::make_shared<LayerNormBackward>(x.detach(),
+                                                    weight.defined() ? weight.detach() : Tensor(),
+                                                    std::move(mean), std::move(rstd), d);
+    detail::record(out, {x, weight, bias}, node);
+  }
+  return out;
+}
+
+}  // namespace pac

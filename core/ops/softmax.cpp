@@ -1,0 +1,149 @@
+// softmax and log_softmax over one dimension (max-subtracted for stability), and cross-entropy
+// from logits, whose backward is the classic (softmax - target) / N.
+#include <cmath>
+
+#include "core/ops.h"
+#include "core/ops/op_util.h"
+
+namespace pac {
+
+// Writes softmax (or log-softmax) of x along the [outer, size, inner] split into out.
+static void softmax_kernel(const float* x, float* out, detail::DimSplit s, bool log_space) {
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const float* row = x + o * s.size * s.inner + i;
+      float* dst = out + o * s.size * s.inner + i;
+      float peak = -INFINITY;
+      for (int64_t k = 0; k < s.size; ++k) peak = std::max(peak, row[k * s.inner]);
+      double total = 0.0;
+      for (int64_t k = 0; k < s.size; ++k) total += std::exp(row[k * s.inner] - peak);
+      float log_total = static_cast<float>(std::log(total));
+      for (int64_t k = 0; k < s.size; ++k) {
+        float shifted = row[k * s.inner] - peak - log_total;
+        dst[k * s.inner] = log_space ? shifted : std::exp(shifted);
+      }
+    }
+  }
+}
+
+class SoftmaxBackward : public Node {
+ public:
+  SoftmaxBackward(Tensor y, int64_t dim, bool log_space)
+      : y_(std::move(y)), dim_(dim), log_space_(log_space) {}
+  std::string name() const override {
+    return log_space_ ? "LogSoftmaxBackward" : "SoftmaxBackward";
+  }
+
+  // softmax:     gx = y * (g - sum(g * y))
+  // log_softmax: gx = g - exp(y) * sum(g)
+  std::vector<Tensor> apply(const Tensor& g) override {
+    auto s = detail::split_at(y_.shape(), dim_);
+    Tensor gx = Tensor::empty(y_.shape());
+    const float* py = y_.data<float>();
+    const float* pg = g.data<float>();
+    float* out = gx.data<float>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t base = o * s.size * s.inner + i;
+        float dot = 0.0f;
+        for (int64_t k = 0; k < s.size; ++k) {
+          int64_t at = base + k * s.inner;
+          dot += log_space_ ? pg[at] : pg[at] * py[at];
+        }
+        for (int64_t k = 0; k < s.size; ++k) {
+          int64_t at = base + k * s.inner;
+          out[at] = log_space_ ? pg[at] - std::exp(py[at]) * dot : py[at] * (pg[at] - dot);
+        }
+      }
+    }
+    return {gx};
+  }
+
+ private:
+  Tensor y_;  // the forward output, detached
+  int64_t dim_;
+  bool log_space_;
+};
+
+static Tensor softmax_op(const Tensor& x, int64_t dim, bool log_space, const char* op) {
+  detail::check_float(x, op, "x");
+  int64_t d = detail::normalize_dim(dim, x.dim(), op);
+  Tensor y = Tensor::empty(x.shape());
+  softmax_kernel(x.data<float>(), y.data<float>(), detail::split_at(x.shape(), d), log_space);
+  if (any_requires_grad({x})) {
+    detail::record(y, {x}, std::make_shared<SoftmaxBackward>(y.detach(), d, log_space));
+  }
+  return y;
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false, "softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true, "log_softmax"); }
+
+// --- cross-entropy: target distribution q = (1 - eps) onehot(label) + eps / C ---
+class CrossEntropyBackward : public Node {
+ public:
+  CrossEntropyBackward(Tensor log_probs, std::vector<int64_t> labels, float smoothing)
+      : log_probs_(std::move(log_probs)), labels_(std::move(labels)), smoothing_(smoothing) {}
+  std::string name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    int64_t n = log_probs_.size(0), c = log_probs_.size(1);
+    float scale = g.item() / static_cast<float>(n);
+    float uniform = smoothing_ / static_cast<float>(c);
+    Tensor gx = Tensor::empty(log_probs_.shape());
+    const float* lp = log_probs_.data<float>();
+    float* out = gx.data<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t k = 0; k < c; ++k) {
+        float target = uniform + (k == labels_[r] ? 1.0f - smoothing_ : 0.0f);
+        out[r * c + k] = (std::exp(lp[r * c + k]) - target) * scale;
+      }
+    }
+    return {gx};
+  }
+
+ private:
+  Tensor log_probs_;
+  std::vector<int64_t> labels_;
+  float smoothing_;
+};
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, float label_smoothing) {
+  detail::check_float(logits, "cross_entropy", "logits");
+  PAC_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got {}", logits.str());
+  PAC_CHECK(labels.defined() && (labels.dtype() == DType::i64 || labels.dtype() == DType::i32),
+            "cross_entropy: labels must be i32 or i64, got {}",
+            labels.defined() ? labels.str() : "undefined");
+  PAC_CHECK(labels.dim() == 1 && labels.size(0) == logits.size(0),
+            "cross_entropy: labels {} do not match logits {} (expected [{}])", labels.str(),
+            logits.str(), logits.size(0));
+  PAC_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
+            "cross_entropy: label_smoothing must be in [0, 1], got {}", label_smoothing);
+  int64_t n = logits.size(0), c = logits.size(1);
+  PAC_CHECK(n > 0, "cross_entropy: empty batch {}", logits.str());
+  std::vector<int64_t> label_values(n);
+  for (int64_t r = 0; r < n; ++r) {
+    label_values[r] =
+        labels.dtype() == DType::i64 ? labels.data<int64_t>()[r] : labels.data<int32_t>()[r];
+    PAC_CHECK(label_values[r] >= 0 && label_values[r] < c,
+              "cross_entropy: label {} at position {} is outside [0, {})", label_values[r], r, c);
+  }
+  Tensor log_probs = Tensor::empty(logits.shape());
+  softmax_kernel(logits.data<float>(), log_probs.data<float>(), {n, c, 1}, true);
+  const float* lp = log_probs.data<float>();
+  double total = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    double row_sum = 0.0;
+    for (int64_t k = 0; k < c; ++k) row_sum += lp[r * c + k];
+    total -= (1.0 - label_smoothing) * lp[r * c + label_values[r]] +
+             label_smoothing / static_cast<double>(c) * row_sum;
+  }
+  Tensor loss = Tensor::scalar(static_cast<float>(total / static_cast<double>(n)));
+  if (any_requires_grad({logits})) {
+    detail::record(loss, {logits},
+                   std::make_shared<CrossEntropyBackward>(log_probs, std::move(label_values),
+                                                          label_smoothing));
+  }
+  return loss;
+}
+
+}  // namespace pac

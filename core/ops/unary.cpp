@@ -1,0 +1,117 @@
+// Unary elementwise ops. Each is one forward rule and one derivative rule, written side by side:
+// y = f(x), and dy/dx as a function of x and y.
+#include <cmath>
+#include <numbers>
+
+#include "core/ops.h"
+#include "core/ops/op_util.h"
+
+namespace pac {
+
+template <class Derivative>
+class UnaryBackward : public Node {
+ public:
+  UnaryBackward(const char* name, Tensor x, Tensor y, Derivative derivative)
+      : name_(name), x_(std::move(x)), y_(std::move(y)), derivative_(derivative) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gx = Tensor::empty(x_.shape());
+    const float* px = x_.data<float>();
+    const float* py = y_.data<float>();
+    const float* pg = g.data<float>();
+    float* out = gx.data<float>();
+    for (int64_t i = 0; i < gx.numel(); ++i) out[i] = pg[i] * derivative_(px[i], py[i]);
+    return {gx};
+  }
+
+ private:
+  std::string name_;
+  Tensor x_, y_;  // detached views: saving them creates no reference cycle
+  Derivative derivative_;
+};
+
+template <class Forward, class Derivative>
+static Tensor unary_op(const Tensor& x, const char* name, Forward forward, Derivative derivative) {
+  detail::check_float(x, name, "x");
+  Tensor y = Tensor::empty(x.shape());
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) py[i] = forward(px[i]);
+  if (any_requires_grad({x})) {
+    auto node =
+        std::make_shared<UnaryBackward<Derivative>>(name, x.detach(), y.detach(), derivative);
+    detail::record(y, {x}, node);
+  }
+  return y;
+}
+
+Tensor neg(const Tensor& x) {
+  return unary_op(
+      x, "neg", [](float v) { return -v; }, [](float, float) { return -1.0f; });
+}
+
+Tensor exp(const Tensor& x) {
+  return unary_op(
+      x, "exp", [](float v) { return std::exp(v); }, [](float, float y) { return y; });
+}
+
+Tensor log(const Tensor& x) {
+  return unary_op(
+      x, "log", [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
+}
+
+Tensor sqrt(const Tensor& x) {
+  return unary_op(
+      x, "sqrt", [](float v) { return std::sqrt(v); }, [](float, float y) { return 0.5f / y; });
+}
+
+Tensor pow(const Tensor& x, float exponent) {
+  return unary_op(
+      x, "pow", [exponent](float v) { return std::pow(v, exponent); },
+      [exponent](float v, float) { return exponent * std::pow(v, exponent - 1.0f); });
+}
+
+Tensor relu(const Tensor& x) {
+  return unary_op(
+      x, "relu", [](float v) { return v > 0.0f ? v : 0.0f; },
+      [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
+}
+
+Tensor tanh(const Tensor& x) {
+  return unary_op(
+      x, "tanh", [](float v) { return std::tanh(v); }, [](float, float y) { return 1.0f - y * y; });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(
+      x, "sigmoid", [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
+      [](float, float y) { return y * (1.0f - y); });
+}
+
+// GELU(x) = x * Phi(x). The tanh form approximates Phi(x) by 0.5 (1 + tanh(k (x + 0.044715 x^3)))
+// with k = sqrt(2 / pi), as in PyTorch's approximate="tanh".
+Tensor gelu(const Tensor& x, GeluApproximation approximation) {
+  constexpr float inv_sqrt2 = 0.70710678118654752f;
+  constexpr float inv_sqrt_2pi = 0.39894228040143268f;
+  constexpr float k = 0.79788456080286536f;  // sqrt(2 / pi)
+  constexpr float c = 0.044715f;
+  if (approximation == GeluApproximation::none) {
+    return unary_op(
+        x, "gelu", [](float v) { return 0.5f * v * (1.0f + std::erf(v * inv_sqrt2)); },
+        [](float v, float) {
+          float cdf = 0.5f * (1.0f + std::erf(v * inv_sqrt2));
+          float pdf = inv_sqrt_2pi * std::exp(-0.5f * v * v);
+          return cdf + v * pdf;
+        });
+  }
+  return unary_op(
+      x, "gelu_tanh",
+      [](float v) { return 0.5f * v * (1.0f + std::tanh(k * (v + c * v * v * v))); },
+      [](float v, float) {
+        float t = std::tanh(k * (v + c * v * v * v));
+        float dinner = k * (1.0f + 3.0f * c * v * v);
+        return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner;
+      });
+}
+
+}  // namespace pac

@@ -1,0 +1,117 @@
+// Tensor: a shared Storage plus an element offset and a shape, always contiguous row-major.
+// Views (reshape, slices along dim 0, flat views into a larger buffer) share the storage; this is
+// how gradient buckets hold every parameter's gradient in one flat buffer. A tensor also carries
+// its autograd state: whether it requires a gradient, the node that produced it, its gradient.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/storage.h"
+
+namespace pac {
+
+using Shape = std::vector<int64_t>;
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);
+
+class Node;
+class Tensor;
+// Called with the final gradient of a leaf, once per backward pass.
+using GradReadyHook = std::function<void(Tensor& grad)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements of dtype
+  Shape shape;
+  DType dtype = DType::f32;
+
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;           // null for leaves
+  std::shared_ptr<TensorImpl> grad;        // leaves: accumulated gradient
+  std::shared_ptr<Node> grad_accumulator;  // leaves: created on first use by autograd
+  std::vector<GradReadyHook> grad_ready_hooks;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // Factories. All return CPU tensors unless a device is given.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor ones(const Shape& shape);
+  static Tensor full(const Shape& shape, float value);
+  static Tensor scalar(float value);
+  static Tensor arange(int64_t n, DType dtype = DType::f32);
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+  static Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape);
+
+  // Metadata.
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl()->shape; }
+  int64_t dim() const { return static_cast<int64_t>(impl()->shape.size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const { return shape_numel(impl()->shape); }
+  DType dtype() const { return impl()->dtype; }
+  Device device() const { return impl()->storage->device(); }
+  int64_t offset() const { return impl()->offset; }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  const std::shared_ptr<Storage>& storage() const { return impl()->storage; }
+  std::string str() const;  // "f32[2, 3]"
+
+  // Element access; data<T>() checks that T matches the dtype.
+  void* raw_data() const;
+  template <class T>
+  T* data() const {
+    PAC_CHECK(dtype() == dtype_of<T>(), "Tensor::data: tensor is {}, requested {}",
+              dtype_name(dtype()), dtype_name(dtype_of<T>()));
+    return static_cast<T*>(raw_data());
+  }
+  float item() const;                    // the single element, as float
+  std::vector<float> to_vector() const;  // every element converted to float
+
+  // Views that share storage and are not recorded by autograd.
+  Tensor view_flat(int64_t element_offset, const Shape& shape) const;
+  Tensor detach() const;
+
+  // Copies and in-place fills; in-place ops refuse leaves that require grad while grad mode is on.
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor& copy_(const Tensor& source);
+  Tensor& fill_(float value);
+  Tensor& zero_() { return fill_(0.0f); }
+
+  // Autograd.
+  bool requires_grad() const { return impl()->requires_grad; }
+  Tensor& requires_grad_(bool value = true);
+  bool is_leaf() const { return impl()->grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl()->grad_fn; }
+  Tensor grad() const { return Tensor(impl()->grad); }
+  void set_grad(const Tensor& grad);
+  void backward(const Tensor& grad_output = Tensor()) const;
+  void register_grad_ready_hook(GradReadyHook hook);
+
+  // Common ops as methods (defined with the ops in core/ops/).
+  Tensor reshape(const Shape& shape) const;
+  Tensor sum() const;
+  Tensor mean() const;
+
+  TensorImpl* impl() const {
+    PAC_CHECK(impl_ != nullptr, "Tensor: use of an undefined tensor");
+    return impl_.get();
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+}  // namespace pac
