@@ -38,6 +38,7 @@ int main(int argc, char** argv) try {
       PAC_FAIL("unknown option '{}'; expected --threads or --repeat", arg);
   }
   cpu::set_num_threads(threads);
+  std::printf("# openblas_core %s threads %d\n", cpu::blas_core_name(), threads);
   Generator g(0);
 
   for (int64_t n : {256, 512, 1024}) {

@@ -13,5 +13,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 // Threads used by GEMM (and so by convolution and matmul).
 void set_num_threads(int threads);
 int num_threads();
+// The kernel family OpenBLAS chose for this CPU ("Haswell", "SkylakeX", ...), for reports.
+const char* blas_core_name();
 
 }  // namespace pac::cpu

@@ -14,13 +14,12 @@ static void valid_range(int64_t offset, int64_t stride, int64_t width, int64_t o
   end = std::clamp(end, begin, out_w);
 }
 
-void im2col(const float* image, const ConvGeometry& g, float* col) {
-  int64_t plane = g.out_h * g.out_w;
+void im2col(const float* image, const ConvGeometry& g, float* col, int64_t ld) {
   for (int64_t c = 0; c < g.channels; ++c) {
     const float* channel = image + c * g.height * g.width;
     for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        float* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * plane;
+        float* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * ld;
         int64_t col_offset = kw * g.dilation_w - g.pad_w;
         int64_t begin, end;
         valid_range(col_offset, g.stride_w, g.width, g.out_w, begin, end);
@@ -45,13 +44,12 @@ void im2col(const float* image, const ConvGeometry& g, float* col) {
   }
 }
 
-void col2im(const float* col, const ConvGeometry& g, float* image) {
-  int64_t plane = g.out_h * g.out_w;
+void col2im(const float* col, const ConvGeometry& g, float* image, int64_t ld) {
   for (int64_t c = 0; c < g.channels; ++c) {
     float* channel = image + c * g.height * g.width;
     for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        const float* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * plane;
+        const float* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * ld;
         int64_t col_offset = kw * g.dilation_w - g.pad_w;
         int64_t begin, end;
         valid_range(col_offset, g.stride_w, g.width, g.out_w, begin, end);

@@ -22,9 +22,11 @@ struct ConvGeometry {
   }
 };
 
-// image [channels, height, width] -> col [channels * kernel_h * kernel_w, out_h * out_w]
-void im2col(const float* image, const ConvGeometry& g, float* col);
-// col [channels * kernel_h * kernel_w, out_h * out_w] -> image (+=) [channels, height, width]
-void col2im(const float* col, const ConvGeometry& g, float* image);
+// image [channels, height, width] -> col [channels * kernel_h * kernel_w, out_h * out_w], where
+// consecutive rows of col are `ld` floats apart (ld >= out_h * out_w), so several images can be
+// unfolded side by side into one wide matrix.
+void im2col(const float* image, const ConvGeometry& g, float* col, int64_t ld);
+// col [channels * kernel_h * kernel_w, out_h * out_w] (row stride ld) -> image (+=)
+void col2im(const float* col, const ConvGeometry& g, float* image, int64_t ld);
 
 }  // namespace pac::cpu

@@ -1,5 +1,7 @@
-// 2-D convolution as im2col + GEMM, one image and one group at a time (the column buffer of one
-// image stays in cache). Backward recomputes the columns instead of keeping them: less memory.
+// 2-D convolution as im2col + GEMM. A few images are unfolded side by side so that one GEMM per
+// group covers them all: small feature maps (14x14, 7x7) would otherwise make GEMMs too narrow
+// to run fast. Backward recomputes the columns instead of keeping them from forward: less memory.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -56,59 +58,84 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& w, const Tensor& bias, const C
   return p;
 }
 
+// Images per GEMM: enough columns (about 2048) that small feature maps still give a wide GEMM,
+// with the column buffer capped at 4M floats (16 MB).
+int64_t images_per_chunk(const ConvPlan& p) {
+  int64_t rows = p.geometry.col_rows(), cols = p.geometry.col_cols();
+  int64_t wanted = (2048 + cols - 1) / cols;
+  int64_t fits = (int64_t{4} << 20) / std::max<int64_t>(1, rows * cols);
+  return std::max<int64_t>(1, std::min({wanted, fits, p.batch}));
+}
+
+// Unfolds image i of a chunk into columns [i * cols, (i + 1) * cols) of col [rows, ld].
+void unfold(const float* image, const cpu::ConvGeometry& geo, float* col, int64_t ld) {
+  if (!geo.is_pointwise()) return cpu::im2col(image, geo, col, ld);
+  int64_t cols = geo.col_cols();
+  for (int64_t r = 0; r < geo.col_rows(); ++r) {
+    std::memcpy(col + r * ld, image + r * cols, cols * sizeof(float));
+  }
+}
+
+// Folds columns of col [rows, ld] back onto one image, adding.
+void fold(const float* col, const cpu::ConvGeometry& geo, float* image, int64_t ld) {
+  if (!geo.is_pointwise()) return cpu::col2im(col, geo, image, ld);
+  int64_t cols = geo.col_cols();
+  for (int64_t r = 0; r < geo.col_rows(); ++r) {
+    for (int64_t i = 0; i < cols; ++i) image[r * cols + i] += col[r * ld + i];
+  }
+}
+
 }  // namespace
 
 class Conv2dBackward : public Node {
  public:
   // x is saved only when the weight needs a gradient, w only when the input does.
   Conv2dBackward(Tensor x, Tensor w, Shape x_shape, Shape w_shape, ConvPlan plan, bool has_bias)
-      : x_(std::move(x)),
-        w_(std::move(w)),
-        x_shape_(std::move(x_shape)),
-        w_shape_(std::move(w_shape)),
-        plan_(plan),
-        has_bias_(has_bias) {}
+      : x_(std::move(x)), w_(std::move(w)), x_shape_(std::move(x_shape)),
+        w_shape_(std::move(w_shape)), plan_(plan), has_bias_(has_bias) {}
   std::string name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(const Tensor& g) override {
     const ConvPlan& p = plan_;
     const auto& geo = p.geometry;
-    int64_t rows = geo.col_rows(), cols = geo.col_cols();
-    int64_t oc = p.group_out();
-    Tensor gx, gw, gb;
-    if (needs_grad(0)) gx = Tensor::zeros(x_shape_);
-    if (needs_grad(1)) gw = Tensor::zeros(w_shape_);
-    std::vector<float> col(geo.is_pointwise() ? 0 : rows * cols);
+    int64_t rows = geo.col_rows(), cols = geo.col_cols(), oc = p.group_out();
+    int64_t group_image = p.group_in() * geo.height * geo.width;
+    Tensor gx = needs_grad(0) ? Tensor::zeros(x_shape_) : Tensor();
+    Tensor gw = needs_grad(1) ? Tensor::zeros(w_shape_) : Tensor();
+    int64_t chunk = images_per_chunk(p);
+    std::vector<float> col(rows * chunk * cols);    // unfolded x, then reused for dcol
+    std::vector<float> gy_wide(oc * chunk * cols);  // dY of the chunk as [oc, nb * cols]
     const float* pg = g.data<float>();
-    const float* pw = needs_grad(0) ? w_.data<float>() : nullptr;
-    for (int64_t n = 0; n < p.batch; ++n) {
+    for (int64_t n0 = 0; n0 < p.batch; n0 += chunk) {
+      int64_t nb = std::min(chunk, p.batch - n0), width = nb * cols;
       for (int64_t grp = 0; grp < p.groups; ++grp) {
-        const float* gy = pg + n * p.out_image() + grp * oc * cols;  // [oc, cols]
-        const float* wg = pw ? pw + grp * oc * rows : nullptr;       // [oc, rows]
-        int64_t image_at = n * p.in_image() + grp * p.group_in() * geo.height * geo.width;
-        if (needs_grad(1)) {
-          // dW [oc, rows] += dY [oc, cols] x col^T [cols, rows]
-          const float* cx = x_.data<float>() + image_at;
-          if (!geo.is_pointwise()) {
-            cpu::im2col(cx, geo, col.data());
-            cx = col.data();
+        for (int64_t i = 0; i < nb; ++i) {
+          for (int64_t o = 0; o < oc; ++o) {
+            std::memcpy(gy_wide.data() + o * width + i * cols,
+                        pg + (n0 + i) * p.out_image() + (grp * oc + o) * cols, cols * sizeof(float));
           }
-          cpu::sgemm(false, true, oc, rows, cols, 1.0f, gy, cols, cx, cols, 1.0f,
-                     gw.data<float>() + grp * oc * rows, rows);
         }
-        if (needs_grad(0)) {
-          // dcol [rows, cols] = W^T [rows, oc] x dY [oc, cols], folded back onto the image
-          float* gimage = gx.data<float>() + image_at;
-          if (geo.is_pointwise()) {
-            cpu::sgemm(true, false, rows, cols, oc, 1.0f, wg, rows, gy, cols, 0.0f, gimage, cols);
-          } else {
-            cpu::sgemm(true, false, rows, cols, oc, 1.0f, wg, rows, gy, cols, 0.0f, col.data(),
-                       cols);
-            cpu::col2im(col.data(), geo, gimage);
+        if (gw.defined()) {
+          // dW [oc, rows] += dY [oc, width] x col^T [width, rows]
+          for (int64_t i = 0; i < nb; ++i) {
+            unfold(x_.data<float>() + (n0 + i) * p.in_image() + grp * group_image, geo,
+                   col.data() + i * cols, width);
+          }
+          cpu::sgemm(false, true, oc, rows, width, 1.0f, gy_wide.data(), width, col.data(), width,
+                     1.0f, gw.data<float>() + grp * oc * rows, rows);
+        }
+        if (gx.defined()) {
+          // dcol [rows, width] = W^T [rows, oc] x dY [oc, width], folded back onto each image
+          cpu::sgemm(true, false, rows, width, oc, 1.0f, w_.data<float>() + grp * oc * rows, rows,
+                     gy_wide.data(), width, 0.0f, col.data(), width);
+          for (int64_t i = 0; i < nb; ++i) {
+            fold(col.data() + i * cols, geo,
+                 gx.data<float>() + (n0 + i) * p.in_image() + grp * group_image, width);
           }
         }
       }
     }
+    Tensor gb;
     if (has_bias_ && needs_grad(2)) {
       gb = Tensor::zeros({p.out_channels});
       float* pb = gb.data<float>();
@@ -135,23 +162,32 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& options) {
   ConvPlan p = plan_conv(x, weight, bias, options);
   const auto& geo = p.geometry;
-  int64_t rows = geo.col_rows(), cols = geo.col_cols();
-  int64_t oc = p.group_out();
+  int64_t rows = geo.col_rows(), cols = geo.col_cols(), oc = p.group_out();
+  int64_t group_image = p.group_in() * geo.height * geo.width;
   Tensor out = Tensor::empty({p.batch, p.out_channels, geo.out_h, geo.out_w});
-  std::vector<float> col(geo.is_pointwise() ? 0 : rows * cols);
-  for (int64_t n = 0; n < p.batch; ++n) {
+  int64_t chunk = images_per_chunk(p);
+  std::vector<float> col(rows * chunk * cols);  // [rows, nb * cols]
+  std::vector<float> y_wide(oc * chunk * cols);  // [oc, nb * cols]
+  for (int64_t n0 = 0; n0 < p.batch; n0 += chunk) {
+    int64_t nb = std::min(chunk, p.batch - n0), width = nb * cols;
     for (int64_t grp = 0; grp < p.groups; ++grp) {
-      const float* cx =
-          x.data<float>() + n * p.in_image() + grp * p.group_in() * geo.height * geo.width;
-      if (!geo.is_pointwise()) {
-        cpu::im2col(cx, geo, col.data());
-        cx = col.data();
+      for (int64_t i = 0; i < nb; ++i) {
+        unfold(x.data<float>() + (n0 + i) * p.in_image() + grp * group_image, geo,
+               col.data() + i * cols, width);
       }
-      // Y [oc, cols] = W [oc, rows] x col [rows, cols]
-      cpu::sgemm(false, false, oc, cols, rows, 1.0f, weight.data<float>() + grp * oc * rows, rows,
-                 cx, cols, 0.0f, out.data<float>() + n * p.out_image() + grp * oc * cols, cols);
+      // Y [oc, width] = W [oc, rows] x col [rows, width], then each image's block to NCHW
+      cpu::sgemm(false, false, oc, width, rows, 1.0f, weight.data<float>() + grp * oc * rows, rows,
+                 col.data(), width, 0.0f, y_wide.data(), width);
+      for (int64_t i = 0; i < nb; ++i) {
+        for (int64_t o = 0; o < oc; ++o) {
+          std::memcpy(out.data<float>() + (n0 + i) * p.out_image() + (grp * oc + o) * cols,
+                      y_wide.data() + o * width + i * cols, cols * sizeof(float));
+        }
+      }
     }
-    if (bias.defined()) {
+  }
+  if (bias.defined()) {
+    for (int64_t n = 0; n < p.batch; ++n) {
       for (int64_t c = 0; c < p.out_channels; ++c) {
         float* plane = out.data<float>() + n * p.out_image() + c * cols;
         float b = bias.data<float>()[c];
@@ -160,9 +196,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
     }
   }
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<Conv2dBackward>(weight.requires_grad() ? x.detach() : Tensor(),
-                                                 x.requires_grad() ? weight.detach() : Tensor(),
-                                                 x.shape(), weight.shape(), p, bias.defined());
+    auto node = std::make_shared<Conv2dBackward>(
+        weight.requires_grad() ? x.detach() : Tensor(),
+        x.requires_grad() ? weight.detach() : Tensor(), x.shape(), weight.shape(), p,
+        bias.defined());
     detail::record(out, {x, weight, bias}, node);
   }
   return out;
