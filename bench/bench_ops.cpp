@@ -1,6 +1,6 @@
 // bench-ops: times sgemm and conv2d forward+backward on ResNet-like shapes and prints GFLOP/s,
 // one line per case as "name seconds gflops". bench/run_ops.sh runs it next to PyTorch.
-// Usage: bench-ops [--threads N] [--repeat R]
+// Usage: bench-ops [--threads N] [--repeat R] [--conv im2col|dnnl]
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/cpu/gemm.h"
+#include "core/cpu/threads.h"
 #include "core/ops.h"
 
 using namespace pac;
@@ -30,12 +31,18 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     PAC_CHECK(i + 1 < argc, "option {} needs a value", arg);
-    if (arg == "--threads")
-      threads = std::stoi(argv[++i]);
-    else if (arg == "--repeat")
-      repeat = std::stoi(argv[++i]);
-    else
-      PAC_FAIL("unknown option '{}'; expected --threads or --repeat", arg);
+    std::string value = argv[++i];
+    if (arg == "--threads") {
+      threads = std::stoi(value);
+    } else if (arg == "--repeat") {
+      repeat = std::stoi(value);
+    } else if (arg == "--conv") {
+      PAC_CHECK(value == "im2col" || value == "dnnl", "--conv must be im2col or dnnl, got '{}'",
+                value);
+      set_conv_algorithm(value == "dnnl" ? ConvAlgorithm::dnnl : ConvAlgorithm::im2col);
+    } else {
+      PAC_FAIL("unknown option '{}'; expected --threads, --repeat or --conv", arg);
+    }
   }
   cpu::set_num_threads(threads);
   std::printf("# openblas_core %s threads %d\n", cpu::blas_core_name(), threads);

@@ -23,15 +23,17 @@ done
 # pin every thread pool so both sides really run with the same number of threads.
 export OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads"
 
-ours="$(mktemp)" peer="$(mktemp)"
-trap 'rm -f "$ours" "$peer"' EXIT
+ours="$(mktemp)" reference="$(mktemp)" peer="$(mktemp)"
+trap 'rm -f "$ours" "$reference" "$peer"' EXIT
+# pactrain twice: its default convolution (oneDNN when built in) and the im2col + GEMM reference.
 "$build/bench-ops" "$@" >"$ours"
+"$build/bench-ops" "$@" --conv im2col >"$reference"
 /usr/bin/python3 "$root/bench/peers/torch_ops.py" "$@" >"$peer"
 
-echo "| case | pactrain s | GFLOP/s | PyTorch s | GFLOP/s | time ratio |"
-echo "|---|---:|---:|---:|---:|---:|"
-join <(grep -v '^#' "$ours" | sort) <(sort "$peer") | sort -k1,1 -s |
-  awk '{ printf "| %s | %.4f | %.1f | %.4f | %.1f | %.2f |\n", $1, $2, $3, $4, $5, $2 / $4 }'
+echo "| case | pactrain s | GFLOP/s | im2col s | PyTorch s | GFLOP/s | ratio pactrain/PyTorch | ratio im2col/PyTorch |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+join <(grep -v '^#' "$ours" | sort) <(grep -v '^#' "$reference" | sort) | join - <(sort "$peer") |
+  awk '{ printf "| %s | %.4f | %.1f | %.4f | %.4f | %.1f | %.2f | %.2f |\n", $1, $2, $3, $4, $6, $7, $2 / $6, $4 / $6 }'
 echo
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); threads: $threads;" \
   "OpenBLAS kernels: $(sed -n 's/^# openblas_core \([^ ]*\).*/\1/p' "$ours");" \

@@ -89,6 +89,12 @@ struct Conv2dOptions {
 };
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& options = {});
+// How conv2d runs on the CPU: through oneDNN when the library was built with it (the default
+// then), or with the im2col + GEMM reference kernel. The tests check that both agree.
+enum class ConvAlgorithm { im2col, dnnl };
+bool dnnl_compiled();
+void set_conv_algorithm(ConvAlgorithm algorithm);  // dnnl throws when it is not built in
+ConvAlgorithm conv_algorithm();
 
 // --- pool.cpp --- x [N, C, H, W]
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding = 0);

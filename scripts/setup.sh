@@ -3,7 +3,7 @@
 # present, and runs `apt-get update` only when something must be installed.
 set -euo pipefail
 
-packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev zlib1g-dev)
+packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev zlib1g-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -129,18 +129,31 @@ TEST_CASE("shape ops") {
   check([](auto& in) { return add(slice(in[0], 0, 0, 2), slice(in[0], 0, 1, 3)); }, {leaf({3, 2})});
 }
 
-TEST_CASE("conv2d: stride, padding, dilation, groups, bias") {
-  auto conv = [](Conv2dOptions o) {
-    return [o](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], o); };
-  };
-  check(conv(Conv2dOptions::square(1, 1)), {leaf({2, 3, 5, 5}), leaf({4, 3, 3, 3}), leaf({4})});
-  check(conv(Conv2dOptions::square(2, 1)), {leaf({1, 2, 6, 5}), leaf({3, 2, 3, 3}), leaf({3})});
-  check(conv(Conv2dOptions::square(1, 2, 2)), {leaf({1, 2, 6, 6}), leaf({2, 2, 3, 3}), Tensor()});
-  check(conv(Conv2dOptions::square(1, 0, 1, 2)),
-        {leaf({2, 4, 4, 4}), leaf({6, 2, 3, 3}), leaf({6})});
-  check(conv(Conv2dOptions{}), {leaf({2, 3, 3, 3}), leaf({4, 3, 1, 1}), Tensor()});  // pointwise
-  check(conv(Conv2dOptions{2, 1, 0, 1, 1, 1, 1}),
-        {leaf({1, 2, 5, 4}), leaf({2, 2, 2, 3}), leaf({2})});
+TEST_CASE("conv2d: stride, padding, dilation, groups, bias, with every algorithm") {
+  std::vector<ConvAlgorithm> algorithms{ConvAlgorithm::im2col};
+  if (dnnl_compiled()) algorithms.push_back(ConvAlgorithm::dnnl);
+  ConvAlgorithm saved = conv_algorithm();
+  for (ConvAlgorithm algorithm : algorithms) {
+    CAPTURE(static_cast<int>(algorithm));
+    set_conv_algorithm(algorithm);
+    auto conv = [](Conv2dOptions o) {
+      return [o](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], o); };
+    };
+    check(conv(Conv2dOptions::square(1, 1)), {leaf({2, 3, 5, 5}), leaf({4, 3, 3, 3}), leaf({4})});
+    check(conv(Conv2dOptions::square(2, 1)), {leaf({1, 2, 6, 5}), leaf({3, 2, 3, 3}), leaf({3})});
+    check(conv(Conv2dOptions::square(1, 2, 2)), {leaf({1, 2, 6, 6}), leaf({2, 2, 3, 3}), Tensor()});
+    check(conv(Conv2dOptions::square(1, 0, 1, 2)),
+          {leaf({2, 4, 4, 4}), leaf({6, 2, 3, 3}), leaf({6})});
+    check(conv(Conv2dOptions{}), {leaf({2, 3, 3, 3}), leaf({4, 3, 1, 1}), Tensor()});  // pointwise
+    check(conv(Conv2dOptions{2, 1, 0, 1, 1, 1, 1}),
+          {leaf({1, 2, 5, 4}), leaf({2, 2, 2, 3}), leaf({2})});
+    // Only some inputs needing a gradient (a frozen weight, a constant input).
+    check(conv(Conv2dOptions::square(1, 1)),
+          {leaf({2, 3, 4, 4}), rng.rand({2, 3, 3, 3}), leaf({2})});
+    check(conv(Conv2dOptions::square(1, 1)),
+          {rng.rand({2, 3, 4, 4}), leaf({2, 3, 3, 3}), Tensor()});
+  }
+  set_conv_algorithm(saved);
 }
 
 TEST_CASE("pooling") {

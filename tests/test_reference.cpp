@@ -75,16 +75,23 @@ void check_case(const std::string& name, int inputs,
 
 }  // namespace
 
-TEST_CASE("conv2d matches PyTorch") {
-  check_case("conv_groups", 3, [](auto& in) {
-    return conv2d(in[0], in[1], in[2], Conv2dOptions::square(2, 1, 1, 2));
-  });
-  check_case("conv_dilated", 2, [](auto& in) {
-    return conv2d(in[0], in[1], Tensor(), Conv2dOptions::square(1, 2, 2));
-  });
-  check_case("conv_rect", 3, [](auto& in) {
-    return conv2d(in[0], in[1], in[2], Conv2dOptions{2, 1, 0, 1, 1, 1, 1});
-  });
+TEST_CASE("conv2d matches PyTorch, with every algorithm") {
+  std::vector<ConvAlgorithm> algorithms{ConvAlgorithm::im2col};
+  if (dnnl_compiled()) algorithms.push_back(ConvAlgorithm::dnnl);
+  ConvAlgorithm saved = conv_algorithm();
+  for (ConvAlgorithm algorithm : algorithms) {
+    set_conv_algorithm(algorithm);
+    check_case("conv_groups", 3, [](auto& in) {
+      return conv2d(in[0], in[1], in[2], Conv2dOptions::square(2, 1, 1, 2));
+    });
+    check_case("conv_dilated", 2, [](auto& in) {
+      return conv2d(in[0], in[1], Tensor(), Conv2dOptions::square(1, 2, 2));
+    });
+    check_case("conv_rect", 3, [](auto& in) {
+      return conv2d(in[0], in[1], in[2], Conv2dOptions{2, 1, 0, 1, 1, 1, 1});
+    });
+  }
+  set_conv_algorithm(saved);
 }
 
 TEST_CASE("batch_norm matches PyTorch, including the running statistics") {

@@ -13,8 +13,6 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
               c, static_cast<int>(ldc));
 }
 
-void set_num_threads(int threads) { openblas_set_num_threads(threads); }
-int num_threads() { return openblas_get_num_threads(); }
 const char* blas_core_name() { return openblas_get_corename(); }
 
 }  // namespace pac::cpu

@@ -1,4 +1,4 @@
-// Row-major single-precision GEMM through OpenBLAS's cblas, and control of its thread count.
+// Row-major single-precision GEMM through OpenBLAS's cblas.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,6 @@ namespace pac::cpu {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Threads used by GEMM (and so by convolution and matmul).
-void set_num_threads(int threads);
-int num_threads();
 // The kernel family OpenBLAS chose for this CPU ("Haswell", "SkylakeX", ...), for reports.
 const char* blas_core_name();
 

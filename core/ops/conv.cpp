@@ -5,12 +5,29 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu/dnnl_conv.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
 namespace pac {
+
+#ifdef PAC_WITH_DNNL
+bool dnnl_compiled() { return true; }
+static ConvAlgorithm current_algorithm = ConvAlgorithm::dnnl;
+#else
+bool dnnl_compiled() { return false; }
+static ConvAlgorithm current_algorithm = ConvAlgorithm::im2col;
+#endif
+
+void set_conv_algorithm(ConvAlgorithm algorithm) {
+  PAC_CHECK(algorithm != ConvAlgorithm::dnnl || dnnl_compiled(),
+            "set_conv_algorithm: this build has no oneDNN (install libdnnl-dev and reconfigure)");
+  current_algorithm = algorithm;
+}
+
+ConvAlgorithm conv_algorithm() { return current_algorithm; }
 
 namespace {
 
@@ -67,6 +84,13 @@ int64_t images_per_chunk(const ConvPlan& p) {
   return std::max<int64_t>(1, std::min({wanted, fits, p.batch}));
 }
 
+cpu::ConvShape dnnl_shape(const ConvPlan& p, bool has_bias) {
+  const auto& g = p.geometry;
+  return {p.batch,      p.in_channels, g.height,   g.width, p.out_channels, g.kernel_h,
+          g.kernel_w,   g.stride_h,    g.stride_w, g.pad_h, g.pad_w,        g.dilation_h,
+          g.dilation_w, p.groups,      g.out_h,    g.out_w, has_bias};
+}
+
 // Unfolds image i of a chunk into columns [i * cols, (i + 1) * cols) of col [rows, ld].
 void unfold(const float* image, const cpu::ConvGeometry& geo, float* col, int64_t ld) {
   if (!geo.is_pointwise()) return cpu::im2col(image, geo, col, ld);
@@ -90,12 +114,19 @@ void fold(const float* col, const cpu::ConvGeometry& geo, float* image, int64_t 
 class Conv2dBackward : public Node {
  public:
   // x is saved only when the weight needs a gradient, w only when the input does.
-  Conv2dBackward(Tensor x, Tensor w, Shape x_shape, Shape w_shape, ConvPlan plan, bool has_bias)
-      : x_(std::move(x)), w_(std::move(w)), x_shape_(std::move(x_shape)),
-        w_shape_(std::move(w_shape)), plan_(plan), has_bias_(has_bias) {}
+  Conv2dBackward(Tensor x, Tensor w, Shape x_shape, Shape w_shape, ConvPlan plan, bool has_bias,
+                 ConvAlgorithm algorithm)
+      : x_(std::move(x)),
+        w_(std::move(w)),
+        x_shape_(std::move(x_shape)),
+        w_shape_(std::move(w_shape)),
+        plan_(plan),
+        has_bias_(has_bias),
+        algorithm_(algorithm) {}
   std::string name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(const Tensor& g) override {
+    if (algorithm_ == ConvAlgorithm::dnnl) return apply_dnnl(g);
     const ConvPlan& p = plan_;
     const auto& geo = p.geometry;
     int64_t rows = geo.col_rows(), cols = geo.col_cols(), oc = p.group_out();
@@ -112,7 +143,8 @@ class Conv2dBackward : public Node {
         for (int64_t i = 0; i < nb; ++i) {
           for (int64_t o = 0; o < oc; ++o) {
             std::memcpy(gy_wide.data() + o * width + i * cols,
-                        pg + (n0 + i) * p.out_image() + (grp * oc + o) * cols, cols * sizeof(float));
+                        pg + (n0 + i) * p.out_image() + (grp * oc + o) * cols,
+                        cols * sizeof(float));
           }
         }
         if (gw.defined()) {
@@ -135,38 +167,63 @@ class Conv2dBackward : public Node {
         }
       }
     }
-    Tensor gb;
-    if (has_bias_ && needs_grad(2)) {
-      gb = Tensor::zeros({p.out_channels});
-      float* pb = gb.data<float>();
-      for (int64_t n = 0; n < p.batch; ++n) {
-        for (int64_t c = 0; c < p.out_channels; ++c) {
-          const float* plane = pg + n * p.out_image() + c * cols;
-          float acc = 0.0f;
-          for (int64_t i = 0; i < cols; ++i) acc += plane[i];
-          pb[c] += acc;
-        }
-      }
+    return {gx, gw, bias_grad(g)};
+  }
+
+ private:
+  std::vector<Tensor> apply_dnnl(const Tensor& g) {
+    auto shape = dnnl_shape(plan_, has_bias_);
+    Tensor gx, gw, gb;
+    if (needs_grad(0)) {
+      gx = Tensor::empty(x_shape_);
+      cpu::dnnl_conv_backward_data(shape, g.data<float>(), w_.data<float>(), gx.data<float>());
+    }
+    if (needs_grad(1)) {
+      // oneDNN computes the bias gradient in the same pass; keep it only when it is wanted.
+      gw = Tensor::empty(w_shape_);
+      Tensor bias_out = has_bias_ ? Tensor::empty({plan_.out_channels}) : Tensor();
+      cpu::dnnl_conv_backward_weights(shape, x_.data<float>(), g.data<float>(), gw.data<float>(),
+                                      has_bias_ ? bias_out.data<float>() : nullptr);
+      if (needs_grad(2)) gb = bias_out;
+    } else {
+      gb = bias_grad(g);
     }
     return {gx, gw, gb};
   }
 
- private:
+  // d(bias)[c] = sum of dY over the batch and the plane of channel c.
+  Tensor bias_grad(const Tensor& g) const {
+    if (!has_bias_ || !needs_grad(2)) return Tensor();
+    int64_t cols = plan_.geometry.col_cols();
+    Tensor gb = Tensor::zeros({plan_.out_channels});
+    float* pb = gb.data<float>();
+    const float* pg = g.data<float>();
+    for (int64_t n = 0; n < plan_.batch; ++n) {
+      for (int64_t c = 0; c < plan_.out_channels; ++c) {
+        const float* plane = pg + n * plan_.out_image() + c * cols;
+        float acc = 0.0f;
+        for (int64_t i = 0; i < cols; ++i) acc += plane[i];
+        pb[c] += acc;
+      }
+    }
+    return gb;
+  }
+
   Tensor x_, w_;
   Shape x_shape_, w_shape_;
   ConvPlan plan_;
   bool has_bias_;
+  ConvAlgorithm algorithm_;  // backward uses the forward's algorithm
 };
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-              const Conv2dOptions& options) {
-  ConvPlan p = plan_conv(x, weight, bias, options);
+// The reference kernel: unfold a chunk of images, one GEMM per group, scatter to NCHW.
+static void im2col_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight,
+                           const Tensor& bias, Tensor& out) {
   const auto& geo = p.geometry;
   int64_t rows = geo.col_rows(), cols = geo.col_cols(), oc = p.group_out();
   int64_t group_image = p.group_in() * geo.height * geo.width;
-  Tensor out = Tensor::empty({p.batch, p.out_channels, geo.out_h, geo.out_w});
   int64_t chunk = images_per_chunk(p);
-  std::vector<float> col(rows * chunk * cols);  // [rows, nb * cols]
+  std::vector<float> col(rows * chunk * cols);   // [rows, nb * cols]
   std::vector<float> y_wide(oc * chunk * cols);  // [oc, nb * cols]
   for (int64_t n0 = 0; n0 < p.batch; n0 += chunk) {
     int64_t nb = std::min(chunk, p.batch - n0), width = nb * cols;
@@ -195,11 +252,25 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
       }
     }
   }
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv2dOptions& options) {
+  ConvPlan p = plan_conv(x, weight, bias, options);
+  const auto& geo = p.geometry;
+  Tensor out = Tensor::empty({p.batch, p.out_channels, geo.out_h, geo.out_w});
+  ConvAlgorithm algorithm = current_algorithm;
+  if (algorithm == ConvAlgorithm::dnnl) {
+    cpu::dnnl_conv_forward(dnnl_shape(p, bias.defined()), x.data<float>(), weight.data<float>(),
+                           bias.defined() ? bias.data<float>() : nullptr, out.data<float>());
+  } else {
+    im2col_forward(p, x, weight, bias, out);
+  }
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<Conv2dBackward>(
-        weight.requires_grad() ? x.detach() : Tensor(),
-        x.requires_grad() ? weight.detach() : Tensor(), x.shape(), weight.shape(), p,
-        bias.defined());
+    auto node =
+        std::make_shared<Conv2dBackward>(weight.requires_grad() ? x.detach() : Tensor(),
+                                         x.requires_grad() ? weight.detach() : Tensor(), x.shape(),
+                                         weight.shape(), p, bias.defined(), algorithm);
     detail::record(out, {x, weight, bias}, node);
   }
   return out;

@@ -1,0 +1,28 @@
+// Convolution through oneDNN (Debian's libdnnl), the library PyTorch uses for CPU convolution.
+// It is to the CPU what cuDNN is to the GPU: an optional fast path. The im2col + GEMM kernel in
+// core/ops/conv.cpp stays the reference that these results are tested against.
+#pragma once
+
+#include <cstdint>
+
+namespace pac::cpu {
+
+// Everything that determines a convolution's primitives; used as the cache key.
+struct ConvShape {
+  int64_t batch, in_channels, height, width;
+  int64_t out_channels, kernel_h, kernel_w;
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+  int64_t out_h, out_w;
+  bool has_bias;
+  bool operator==(const ConvShape&) const = default;
+};
+
+// All pointers are dense NCHW / OIHW f32 buffers; bias and grad_bias may be null.
+void dnnl_conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias,
+                       float* y);
+void dnnl_conv_backward_data(const ConvShape& s, const float* grad_y, const float* w,
+                             float* grad_x);
+void dnnl_conv_backward_weights(const ConvShape& s, const float* x, const float* grad_y,
+                                float* grad_w, float* grad_bias);
+
+}  // namespace pac::cpu
