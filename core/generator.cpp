@@ -84,4 +84,9 @@ Tensor Generator::bernoulli(const Shape& shape, float p) {
   return t;
 }
 
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
 }  // namespace pac

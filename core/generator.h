@@ -35,4 +35,8 @@ class Generator {
   State state_{};
 };
 
+// The process-wide generator used for parameter initialisation and data order unless a caller
+// passes its own; seed it with default_generator().manual_seed(seed).
+Generator& default_generator();
+
 }  // namespace pac

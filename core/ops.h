@@ -51,6 +51,8 @@ inline Tensor operator-(const Tensor& x) { return neg(x); }
 // a [..., M, K] x b [K, N] -> [..., M, N]; or a [B..., M, K] x b [B..., K, N] with equal batch
 // dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] x weight [out, in]^T + bias [out] -> [..., out], as PyTorch's F.linear.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // --- reduce.cpp ---
 Tensor sum(const Tensor& x);

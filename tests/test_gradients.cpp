@@ -26,6 +26,15 @@ Tensor away_from_zero(const Shape& shape) {
   return t.requires_grad_();
 }
 
+// Distinct values at least 0.01 apart, so a finite-difference step never changes which
+// element is the maximum (max and max-pooling have no derivative at ties).
+Tensor distinct(const Shape& shape) {
+  auto order = rng.permutation(shape_numel(shape));
+  std::vector<float> values(order.size());
+  for (size_t i = 0; i < order.size(); ++i) values[i] = 0.01f * static_cast<float>(order[i]) - 1.0f;
+  return Tensor::from_vector(values, shape).requires_grad_();
+}
+
 void check(const pac::testing::Function& f, const std::vector<Tensor>& inputs) {
   auto result = gradcheck(f, inputs);
   INFO(result.report);
@@ -94,10 +103,12 @@ TEST_CASE("matmul: 2-D, folded leading dims, batched") {
   check([](auto& in) { return matmul(in[0], in[1]); }, {leaf({3, 4}), leaf({4, 5})});
   check([](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}), leaf({4, 2})});
   check([](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}), leaf({2, 4, 5})});
+  check([](auto& in) { return linear(in[0], in[1], in[2]); }, {leaf({2, 3, 4}), leaf({5, 4}), leaf({5})});
+  check([](auto& in) { return linear(in[0], in[1], Tensor()); }, {leaf({3, 4}), leaf({2, 4}), Tensor()});
 }
 
 TEST_CASE("reductions") {
-  auto x = leaf({3, 4, 2});
+  auto x = distinct({3, 4, 2});
   check([](auto& in) { return sum(in[0]); }, {x});
   check([](auto& in) { return sum(in[0], {1}); }, {x});
   check([](auto& in) { return sum(in[0], {0, 2}, true); }, {x});
@@ -157,8 +168,8 @@ TEST_CASE("conv2d: stride, padding, dilation, groups, bias, with every algorithm
 }
 
 TEST_CASE("pooling") {
-  check([](auto& in) { return max_pool2d(in[0], 3, 2, 1); }, {leaf({2, 2, 7, 7})});
-  check([](auto& in) { return max_pool2d(in[0], 2, 2); }, {leaf({1, 3, 4, 6})});
+  check([](auto& in) { return max_pool2d(in[0], 3, 2, 1); }, {distinct({2, 2, 7, 7})});
+  check([](auto& in) { return max_pool2d(in[0], 2, 2); }, {distinct({1, 3, 4, 6})});
   check([](auto& in) { return avg_pool2d(in[0], 3, 2, 1); }, {leaf({2, 2, 5, 5})});
   check([](auto& in) { return avg_pool2d(in[0], 3, 2, 1, false); }, {leaf({1, 2, 5, 6})});
   check([](auto& in) { return adaptive_avg_pool2d(in[0], 3, 2); }, {leaf({2, 2, 7, 5})});

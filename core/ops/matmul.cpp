@@ -1,5 +1,7 @@
 // Matrix products on OpenBLAS. Leading dimensions of `a` fold into M when `b` is a matrix (the
 // Linear-layer case); equal leading dimensions on both sides give a batched product.
+#include <algorithm>
+
 #include "core/cpu/gemm.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
@@ -100,6 +102,74 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     detail::record(out, {a, b}, node);
   }
   return out;
+}
+
+// --- linear: the weight is used transposed by GEMM, never copied ---
+class LinearBackward : public Node {
+ public:
+  LinearBackward(Tensor x, Tensor w, Shape x_shape, int64_t rows, int64_t in, int64_t out)
+      : x_(std::move(x)), w_(std::move(w)), x_shape_(std::move(x_shape)), rows_(rows), in_(in),
+        out_(out) {}
+  std::string name() const override { return "LinearBackward"; }
+  // dx = dy W, dW = dy^T x, db = column sums of dy.
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gx, gw, gb;
+    const float* pg = g.data<float>();
+    if (needs_grad(0)) {
+      gx = Tensor::empty(x_shape_);
+      cpu::sgemm(false, false, rows_, in_, out_, 1.0f, pg, out_, w_.data<float>(), in_, 0.0f,
+                 gx.data<float>(), in_);
+    }
+    if (needs_grad(1)) {
+      gw = Tensor::empty({out_, in_});
+      cpu::sgemm(true, false, out_, in_, rows_, 1.0f, pg, out_, x_.data<float>(), in_, 0.0f,
+                 gw.data<float>(), in_);
+    }
+    if (needs_grad(2)) {
+      gb = Tensor::zeros({out_});
+      float* pb = gb.data<float>();
+      for (int64_t r = 0; r < rows_; ++r) {
+        for (int64_t o = 0; o < out_; ++o) pb[o] += pg[r * out_ + o];
+      }
+    }
+    return {gx, gw, gb};
+  }
+
+ private:
+  Tensor x_, w_;
+  Shape x_shape_;
+  int64_t rows_, in_, out_;
+};
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_float(x, "linear", "x");
+  detail::check_float(weight, "linear", "weight");
+  PAC_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got {}", weight.str());
+  PAC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
+            "linear: input {} does not end in the weight's {} input features ({})", x.str(),
+            weight.size(1), weight.str());
+  int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / std::max<int64_t>(1, in);
+  if (bias.defined()) {
+    detail::check_float(bias, "linear", "bias");
+    PAC_CHECK(bias.shape() == Shape{out}, "linear: bias must be [{}], got {}", out, bias.str());
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  Tensor y = Tensor::empty(out_shape);
+  float* py = y.data<float>();
+  if (bias.defined()) {
+    const float* pb = bias.data<float>();
+    for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+  }
+  cpu::sgemm(false, true, rows, out, in, 1.0f, x.data<float>(), in, weight.data<float>(), in,
+             bias.defined() ? 1.0f : 0.0f, py, out);
+  if (any_requires_grad({x, weight, bias})) {
+    auto node = std::make_shared<LinearBackward>(weight.requires_grad() ? x.detach() : Tensor(),
+                                                 x.requires_grad() ? weight.detach() : Tensor(),
+                                                 x.shape(), rows, in, out);
+    detail::record(y, {x, weight, bias}, node);
+  }
+  return y;
 }
 
 }  // namespace pac

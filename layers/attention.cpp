@@ -1,0 +1,55 @@
+#include "layers/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "layers/init.h"
+
+namespace pac::nn {
+
+MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, bool causal)
+    : dim_(dim), heads_(heads), causal_(causal) {
+  PAC_CHECK(dim > 0 && heads > 0 && dim % heads == 0,
+            "MultiHeadAttention: dim {} must be a positive multiple of heads {}", dim, heads);
+  // Xavier-uniform in-projection and zero biases, as nn.MultiheadAttention initialises them.
+  float bound = std::sqrt(6.0f / static_cast<float>(dim + 3 * dim));
+  in_proj_weight =
+      register_parameter("in_proj_weight", default_generator().rand({3 * dim, dim}, -bound, bound));
+  in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({3 * dim}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(dim, dim));
+  NoGradGuard no_grad;
+  Tensor out_bias = out_proj->bias->data();
+  out_bias.zero_();
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) {
+  PAC_CHECK(x.dim() == 3 && x.size(2) == dim_,
+            "MultiHeadAttention: input must be [N, T, {}], got {}", dim_, x.str());
+  int64_t n = x.size(0), t = x.size(1), hd = dim_ / heads_;
+  Tensor qkv = linear(x, in_proj_weight->data(), in_proj_bias->data());  // [N, T, 3 dim]
+  qkv = permute(reshape(qkv, {n, t, 3, heads_, hd}), {2, 0, 3, 1, 4});  // [3, N, H, T, hd]
+  Tensor q = reshape(slice(qkv, 0, 0, 1), {n, heads_, t, hd});
+  Tensor k = reshape(slice(qkv, 0, 1, 2), {n, heads_, t, hd});
+  Tensor v = reshape(slice(qkv, 0, 2, 3), {n, heads_, t, hd});
+  Tensor scores = mul_scalar(matmul(q, transpose(k, -2, -1)), 1.0f / std::sqrt(float(hd)));
+  if (causal_) {
+    Tensor mask = Tensor::zeros({t, t});  // -inf above the diagonal: no peeking ahead
+    float* m = mask.data<float>();
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = -std::numeric_limits<float>::infinity();
+    }
+    scores = add(scores, mask);
+  }
+  Tensor out = matmul(softmax(scores, -1), v);                 // [N, H, T, hd]
+  out = reshape(permute(out, {0, 2, 1, 3}), {n, t, dim_});  // [N, T, dim]
+  return (*out_proj)(out);
+}
+
+std::string MultiHeadAttention::describe() const {
+  return fmt::format("MultiHeadAttention(dim={}, heads={}{})", dim_, heads_,
+                     causal_ ? ", causal" : "");
+}
+
+}  // namespace pac::nn

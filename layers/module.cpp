@@ -1,0 +1,146 @@
+#include "layers/module.h"
+
+#include <unordered_map>
+
+#include "core/autograd.h"
+
+namespace pac::nn {
+
+namespace {
+
+// While Module::summary runs, every module call appends a row here.
+struct SummaryRow {
+  std::string name, description, output;
+  int64_t parameters = 0;
+};
+struct SummaryRecorder {
+  std::unordered_map<const Module*, std::string> names;
+  std::vector<SummaryRow> rows;
+};
+thread_local SummaryRecorder* active_recorder = nullptr;
+
+}  // namespace
+
+Tensor Module::operator()(const Tensor& x) {
+  if (!active_recorder) return forward(x);
+  size_t row = active_recorder->rows.size();
+  auto it = active_recorder->names.find(this);
+  int64_t own = 0;
+  for (const auto& [name, p] : parameters_) own += p->numel();
+  active_recorder->rows.push_back(
+      {it == active_recorder->names.end() ? "?" : it->second, describe(), "", own});
+  Tensor y = forward(x);
+  active_recorder->rows[row].output = shape_str(y.shape());
+  return y;
+}
+
+void Module::check_new_name(const std::string& name) const {
+  PAC_CHECK(!name.empty() && name.find('.') == std::string::npos,
+            "Module: name '{}' must be non-empty and contain no '.'", name);
+  for (const auto& [n, p] : parameters_) PAC_CHECK(n != name, "Module: '{}' registered twice", name);
+  for (const auto& [n, b] : buffers_) PAC_CHECK(n != name, "Module: '{}' registered twice", name);
+  for (const auto& [n, c] : children_) PAC_CHECK(n != name, "Module: '{}' registered twice", name);
+}
+
+ParameterPtr Module::register_parameter(const std::string& name, Tensor data) {
+  check_new_name(name);
+  auto p = std::make_shared<Parameter>(std::move(data));
+  parameters_.emplace_back(name, p);
+  return p;
+}
+
+void Module::register_buffer(const std::string& name, Tensor buffer) {
+  check_new_name(name);
+  buffers_.emplace_back(name, std::move(buffer));
+}
+
+void Module::add_child(const std::string& name, ModulePtr module) {
+  check_new_name(name);
+  PAC_CHECK(module != nullptr, "Module: child '{}' is null", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+std::vector<std::pair<std::string, ParameterPtr>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, ParameterPtr>> out(parameters_);
+  for (const auto& [child_name, child] : children_) {
+    for (auto& [name, p] : child->named_parameters()) out.emplace_back(child_name + "." + name, p);
+  }
+  return out;
+}
+
+std::vector<ParameterPtr> Module::parameters() const {
+  std::vector<ParameterPtr> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out(buffers_);
+  for (const auto& [child_name, child] : children_) {
+    for (auto& [name, b] : child->named_buffers()) out.emplace_back(child_name + "." + name, b);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (const auto& [child_name, child] : children_) {
+    for (auto& [name, m] : child->named_modules()) {
+      out.emplace_back(name.empty() ? child_name : child_name + "." + name, m);
+    }
+  }
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t total = 0;
+  for (const auto& [name, p] : named_parameters()) total += p->numel();
+  return total;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : named_parameters()) {
+    Tensor g = p->grad();
+    if (g.defined()) g.zero_();
+  }
+}
+
+std::string Module::summary(const Shape& input_shape) {
+  SummaryRecorder recorder;
+  for (auto& [name, m] : named_modules()) recorder.names[m] = name.empty() ? "(model)" : name;
+  bool was_training = training_;
+  eval();
+  active_recorder = &recorder;
+  try {
+    NoGradGuard no_grad;
+    (*this)(Tensor::zeros(input_shape));
+  } catch (...) {
+    active_recorder = nullptr;
+    train(was_training);
+    throw;
+  }
+  active_recorder = nullptr;
+  train(was_training);
+
+  size_t name_width = 5, describe_width = 5;
+  for (const auto& r : recorder.rows) {
+    name_width = std::max(name_width, r.name.size());
+    describe_width = std::max(describe_width, r.description.size());
+  }
+  std::string out = fmt::format("{:<{}}  {:<{}}  {:<18}  {:>12}\n", "layer", name_width, "module",
+                                describe_width, "output", "parameters");
+  for (const auto& r : recorder.rows) {
+    out += fmt::format("{:<{}}  {:<{}}  {:<18}  {:>12}\n", r.name, name_width, r.description,
+                       describe_width, r.output, r.parameters);
+  }
+  out += fmt::format("total parameters: {}\n", num_parameters());
+  return out;
+}
+
+}  // namespace pac::nn
