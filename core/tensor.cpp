@@ -203,7 +203,7 @@ Tensor& Tensor::requires_grad_(bool value) {
   return *this;
 }
 
-void Tensor::set_grad(const Tensor& grad) {
+void Tensor::set_grad(const Tensor& grad) const {
   PAC_CHECK(!grad.defined() || grad.shape() == shape(),
             "Tensor::set_grad: gradient {} does not match tensor {}", grad.str(), str());
   impl()->grad = grad.impl_ptr();

@@ -95,7 +95,7 @@ class Tensor {
   bool is_leaf() const { return impl()->grad_fn == nullptr; }
   const std::shared_ptr<Node>& grad_fn() const { return impl()->grad_fn; }
   Tensor grad() const { return Tensor(impl()->grad); }
-  void set_grad(const Tensor& grad);
+  void set_grad(const Tensor& grad) const;
   void backward(const Tensor& grad_output = Tensor()) const;
   void register_grad_ready_hook(GradReadyHook hook);
 

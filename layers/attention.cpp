@@ -29,7 +29,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
             "MultiHeadAttention: input must be [N, T, {}], got {}", dim_, x.str());
   int64_t n = x.size(0), t = x.size(1), hd = dim_ / heads_;
   Tensor qkv = linear(x, in_proj_weight->data(), in_proj_bias->data());  // [N, T, 3 dim]
-  qkv = permute(reshape(qkv, {n, t, 3, heads_, hd}), {2, 0, 3, 1, 4});  // [3, N, H, T, hd]
+  qkv = permute(reshape(qkv, {n, t, 3, heads_, hd}), {2, 0, 3, 1, 4});   // [3, N, H, T, hd]
   Tensor q = reshape(slice(qkv, 0, 0, 1), {n, heads_, t, hd});
   Tensor k = reshape(slice(qkv, 0, 1, 2), {n, heads_, t, hd});
   Tensor v = reshape(slice(qkv, 0, 2, 3), {n, heads_, t, hd});
@@ -42,7 +42,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     }
     scores = add(scores, mask);
   }
-  Tensor out = matmul(softmax(scores, -1), v);                 // [N, H, T, hd]
+  Tensor out = matmul(softmax(scores, -1), v);              // [N, H, T, hd]
   out = reshape(permute(out, {0, 2, 1, 3}), {n, t, dim_});  // [N, T, dim]
   return (*out_proj)(out);
 }

@@ -6,7 +6,9 @@ namespace pac::nn {
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, bool with_bias,
                int64_t groups, int64_t dilation)
-    : in_channels(in), out_channels(out), kernel(k),
+    : in_channels(in),
+      out_channels(out),
+      kernel(k),
       options(Conv2dOptions::square(stride, padding, dilation, groups)) {
   PAC_CHECK(in > 0 && out > 0 && k > 0 && groups > 0 && in % groups == 0 && out % groups == 0,
             "Conv2d: bad configuration in={} out={} kernel={} groups={}", in, out, k, groups);

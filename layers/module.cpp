@@ -37,7 +37,8 @@ Tensor Module::operator()(const Tensor& x) {
 void Module::check_new_name(const std::string& name) const {
   PAC_CHECK(!name.empty() && name.find('.') == std::string::npos,
             "Module: name '{}' must be non-empty and contain no '.'", name);
-  for (const auto& [n, p] : parameters_) PAC_CHECK(n != name, "Module: '{}' registered twice", name);
+  for (const auto& [n, p] : parameters_)
+    PAC_CHECK(n != name, "Module: '{}' registered twice", name);
   for (const auto& [n, b] : buffers_) PAC_CHECK(n != name, "Module: '{}' registered twice", name);
   for (const auto& [n, c] : children_) PAC_CHECK(n != name, "Module: '{}' registered twice", name);
 }

@@ -26,7 +26,9 @@ class Parameter {
   void set_mask(const Tensor& mask);
   void clear_mask();
   int64_t kept_count() const { return has_mask() ? kept_.numel() : numel(); }
-  double density() const { return static_cast<double>(kept_count()) / static_cast<double>(numel()); }
+  double density() const {
+    return static_cast<double>(kept_count()) / static_cast<double>(numel());
+  }
   // Sets masked entries of `t` (same shape as the data) to zero; no-op while dense.
   void apply_mask(Tensor& t) const;
 

@@ -103,8 +103,10 @@ TEST_CASE("matmul: 2-D, folded leading dims, batched") {
   check([](auto& in) { return matmul(in[0], in[1]); }, {leaf({3, 4}), leaf({4, 5})});
   check([](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}), leaf({4, 2})});
   check([](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}), leaf({2, 4, 5})});
-  check([](auto& in) { return linear(in[0], in[1], in[2]); }, {leaf({2, 3, 4}), leaf({5, 4}), leaf({5})});
-  check([](auto& in) { return linear(in[0], in[1], Tensor()); }, {leaf({3, 4}), leaf({2, 4}), Tensor()});
+  check([](auto& in) { return linear(in[0], in[1], in[2]); },
+        {leaf({2, 3, 4}), leaf({5, 4}), leaf({5})});
+  check([](auto& in) { return linear(in[0], in[1], Tensor()); },
+        {leaf({3, 4}), leaf({2, 4}), Tensor()});
 }
 
 TEST_CASE("reductions") {

@@ -31,7 +31,8 @@ TEST_CASE("Sequential names children 0, 1, ... and parameters with dotted paths"
 }
 
 TEST_CASE("train/eval reaches every child; zero_grad zeroes in place") {
-  nn::Sequential net{std::make_shared<nn::Conv2d>(1, 2, 3, 1, 1), std::make_shared<nn::BatchNorm2d>(2)};
+  nn::Sequential net{std::make_shared<nn::Conv2d>(1, 2, 3, 1, 1),
+                     std::make_shared<nn::BatchNorm2d>(2)};
   net.eval();
   CHECK_FALSE(net[1]->is_training());
   net.train();
@@ -69,7 +70,8 @@ TEST_CASE("parameter masks zero pruned entries, build kept indices and report de
   CHECK(values[1] == 0.0f);
   CHECK(values[3] == 0.0f);
   CHECK(values[0] != 0.0f);
-  CHECK_THROWS_WITH_AS(w.set_mask(Tensor::ones({3, 2})), doctest::Contains("does not match"), Error);
+  CHECK_THROWS_WITH_AS(w.set_mask(Tensor::ones({3, 2})), doctest::Contains("does not match"),
+                       Error);
   CHECK_THROWS_WITH_AS(w.set_mask(Tensor::full({2, 3}, 2.0f)), doctest::Contains("expected 0 or 1"),
                        Error);
   w.clear_mask();

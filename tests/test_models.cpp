@@ -49,8 +49,8 @@ TEST_CASE("forward shapes for small inputs") {
 }
 
 TEST_CASE("unknown model names and wrong inputs are clear errors") {
-  CHECK_THROWS_WITH_AS(models::make_model({"resnet21"}), doctest::Contains("unknown model 'resnet21'"),
-                       Error);
+  CHECK_THROWS_WITH_AS(models::make_model({"resnet21"}),
+                       doctest::Contains("unknown model 'resnet21'"), Error);
   auto model = models::make_model({"resnet20", 1, 10});
   CHECK_THROWS_WITH_AS((*model)(Tensor::zeros({2, 3, 28, 28})),
                        doctest::Contains("input must be [N, 1, H, W]"), Error);

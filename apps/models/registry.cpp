@@ -3,13 +3,14 @@
 namespace pac::models {
 
 std::vector<std::string> model_names() {
-  return {"resnet20", "resnet32", "resnet56", "resnet18", "resnet34",
+  return {"resnet20", "resnet32", "resnet56", "resnet18",  "resnet34",
           "resnet50", "vit",      "vit-tiny", "vit-small", "vit-base"};
 }
 
 nn::ModulePtr make_model(const ModelConfig& c) {
   if (is_resnet(c.name)) {
-    return std::make_shared<ResNet>(ResNetConfig{c.name, c.in_channels, c.num_classes, c.small_input});
+    return std::make_shared<ResNet>(
+        ResNetConfig{c.name, c.in_channels, c.num_classes, c.small_input});
   }
   if (is_vit(c.name)) {
     // "vit" alone is the small ViT of the benchmarks: dim 256, depth 6, 8 heads, MLP 1024.

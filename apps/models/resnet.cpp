@@ -61,7 +61,8 @@ class Bottleneck : public nn::Module {
     int64_t out = width * expansion;
     conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(in, width, 1, 1, 0, false));
     bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(width));
-    conv2_ = register_module("conv2", std::make_shared<nn::Conv2d>(width, width, 3, stride, 1, false));
+    conv2_ =
+        register_module("conv2", std::make_shared<nn::Conv2d>(width, width, 3, stride, 1, false));
     bn2_ = register_module("bn2", std::make_shared<nn::BatchNorm2d>(width));
     conv3_ = register_module("conv3", std::make_shared<nn::Conv2d>(width, out, 1, 1, 0, false));
     bn3_ = register_module("bn3", std::make_shared<nn::BatchNorm2d>(out));
@@ -92,19 +93,21 @@ bool is_resnet(const std::string& name) { return layouts().count(name) > 0; }
 
 ResNet::ResNet(const ResNetConfig& config) : config_(config) {
   auto it = layouts().find(config.name);
-  PAC_CHECK(it != layouts().end(), "ResNet: unknown model '{}'; expected resnet20, resnet32, "
-            "resnet56, resnet18, resnet34 or resnet50", config.name);
+  PAC_CHECK(it != layouts().end(),
+            "ResNet: unknown model '{}'; expected resnet20, resnet32, "
+            "resnet56, resnet18, resnet34 or resnet50",
+            config.name);
   PAC_CHECK(config.in_channels > 0 && config.num_classes > 0,
             "ResNet: in_channels and num_classes must be positive, got {} and {}",
             config.in_channels, config.num_classes);
   const Layout& layout = it->second;
   int64_t width = layout.cifar ? 16 : 64;
   if (layout.cifar || config.small_input) {
-    conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(config.in_channels, width, 3, 1,
-                                                                  1, false));
+    conv1_ = register_module(
+        "conv1", std::make_shared<nn::Conv2d>(config.in_channels, width, 3, 1, 1, false));
   } else {
-    conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(config.in_channels, width, 7, 2,
-                                                                  3, false));
+    conv1_ = register_module(
+        "conv1", std::make_shared<nn::Conv2d>(config.in_channels, width, 7, 2, 3, false));
     max_pool_ = true;
   }
   bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(width));

@@ -50,8 +50,10 @@ bool is_vit(const std::string& name) { return presets().count(name) > 0; }
 
 void apply_vit_preset(const std::string& name, ViTConfig& config) {
   auto it = presets().find(name);
-  PAC_CHECK(it != presets().end(), "ViT: unknown preset '{}'; expected vit, vit-tiny, vit-small "
-            "or vit-base", name);
+  PAC_CHECK(it != presets().end(),
+            "ViT: unknown preset '{}'; expected vit, vit-tiny, vit-small "
+            "or vit-base",
+            name);
   if (it->second.dim == 0) return;
   config.dim = it->second.dim;
   config.depth = it->second.depth;
@@ -67,8 +69,8 @@ ViT::ViT(const ViTConfig& c) : config_(c) {
             "ViT: dim {} must be a positive multiple of heads {}, with depth {} and mlp {} > 0",
             c.dim, c.heads, c.depth, c.mlp_dim);
   int64_t tokens = (c.image_size / c.patch) * (c.image_size / c.patch) + 1;
-  patch_embed_ = register_module("patch_embed",
-                                 std::make_shared<nn::PatchEmbedding>(c.in_channels, c.dim, c.patch));
+  patch_embed_ = register_module(
+      "patch_embed", std::make_shared<nn::PatchEmbedding>(c.in_channels, c.dim, c.patch));
   cls_token_ = register_parameter("cls_token", Tensor::zeros({1, 1, c.dim}));
   pos_embed_ = register_parameter(
       "pos_embed", nn::init::trunc_normal({1, tokens, c.dim}, 0.02f, default_generator()));
@@ -89,9 +91,9 @@ Tensor ViT::forward(const Tensor& x) {
             "vit: input must be [N, {}, {}, {}], got {}", config_.in_channels, config_.image_size,
             config_.image_size, x.str());
   int64_t n = x.size(0);
-  Tensor h = (*patch_embed_)(x);                                       // [N, T - 1, dim]
-  Tensor cls = expand(cls_token_->data(), {n, 1, config_.dim});         // [N, 1, dim]
-  h = add(cat({cls, h}, 1), pos_embed_->data());                       // [N, T, dim]
+  Tensor h = (*patch_embed_)(x);                                 // [N, T - 1, dim]
+  Tensor cls = expand(cls_token_->data(), {n, 1, config_.dim});  // [N, 1, dim]
+  h = add(cat({cls, h}, 1), pos_embed_->data());                 // [N, T, dim]
   for (auto& block : blocks_) h = (*block)(h);
   h = (*norm_)(h);
   return (*head_)(reshape(slice(h, 1, 0, 1), {n, config_.dim}));  // class token -> logits

@@ -1,0 +1,31 @@
+#include "optim/clip.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace pac::optim {
+
+float clip_grad_norm(const NamedParameters& params, float max_norm) {
+  PAC_CHECK(max_norm > 0.0f, "clip_grad_norm: max_norm must be positive, got {}", max_norm);
+  NoGradGuard no_grad;
+  double total = 0.0;
+  for (const auto& [name, p] : params) {
+    Tensor g = p->grad();
+    if (!g.defined()) continue;
+    const float* pg = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) total += static_cast<double>(pg[i]) * pg[i];
+  }
+  float norm = static_cast<float>(std::sqrt(total));
+  float scale = max_norm / (norm + 1e-6f);
+  if (scale < 1.0f) {
+    for (const auto& [name, p] : params) {
+      Tensor g = p->grad();
+      if (g.defined()) scale_(g, scale);
+    }
+  }
+  return norm;
+}
+
+}  // namespace pac::optim

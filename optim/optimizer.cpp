@@ -1,0 +1,65 @@
+#include "optim/optimizer.h"
+
+#include "core/autograd.h"
+
+namespace pac::optim {
+
+Optimizer::Optimizer(NamedParameters params, float lr)
+    : params_(std::move(params)), slots_(params_.size()), lr_(lr) {
+  PAC_CHECK(lr >= 0.0f, "optimizer: learning rate must be >= 0, got {}", lr);
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    nn::Parameter& p = *params_[i].second;
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    update(p, grad, slots_[i]);
+  }
+}
+
+void Optimizer::zero_grad() {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : params_) {
+    Tensor g = p->grad();
+    if (g.defined()) g.zero_();
+  }
+}
+
+std::map<std::string, Tensor> Optimizer::state() const {
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (const auto& [slot, t] : slots_[i]) out[params_[i].first + "." + slot] = t;
+  }
+  out["step"] = Tensor::full({1}, static_cast<float>(steps_));
+  return out;
+}
+
+void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
+  auto step = state.find("step");
+  PAC_CHECK(step != state.end(), "optimizer state: missing 'step'");
+  size_t used = 1;
+  std::vector<std::map<std::string, Tensor>> loaded(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string prefix = params_[i].first + ".";
+    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.rfind(prefix, 0) == 0;
+         ++it) {
+      std::string slot = it->first.substr(prefix.size());
+      if (slot.find('.') != std::string::npos) continue;  // belongs to a longer parameter name
+      PAC_CHECK(it->second.shape() == params_[i].second->shape() || slot == "step",
+                "optimizer state: '{}' is {}, parameter is {}", it->first, it->second.str(),
+                shape_str(params_[i].second->shape()));
+      loaded[i][slot] = it->second.clone();
+      ++used;
+    }
+  }
+  PAC_CHECK(used == state.size(),
+            "optimizer state: {} entries do not belong to any parameter of this model",
+            state.size() - used);
+  slots_ = std::move(loaded);
+  steps_ = static_cast<int64_t>(step->second.item());
+}
+
+}  // namespace pac::optim

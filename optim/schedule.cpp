@@ -1,0 +1,128 @@
+#include "optim/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace pac::optim {
+
+namespace {
+
+template <class F>
+class FunctionSchedule : public Schedule {
+ public:
+  explicit FunctionSchedule(F f) : f_(f) {}
+  float lr(int64_t step) const override { return f_(step); }
+
+ private:
+  F f_;
+};
+
+template <class F>
+std::unique_ptr<Schedule> make(F f) {
+  return std::make_unique<FunctionSchedule<F>>(f);
+}
+
+// Cosine interpolation from `from` (at 0) to `to` (at 1).
+float cosine(float from, float to, double progress) {
+  return static_cast<float>(to + (from - to) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+}
+
+}  // namespace
+
+std::unique_ptr<Schedule> constant_schedule(float lr) {
+  return make([lr](int64_t) { return lr; });
+}
+
+std::unique_ptr<Schedule> step_schedule(float lr, int64_t every, float gamma) {
+  PAC_CHECK(every > 0, "step schedule: interval must be positive, got {}", every);
+  return make([=](int64_t step) { return lr * std::pow(gamma, static_cast<float>(step / every)); });
+}
+
+std::unique_ptr<Schedule> multistep_schedule(float lr, std::vector<int64_t> milestones,
+                                             float gamma) {
+  std::sort(milestones.begin(), milestones.end());
+  return make([=](int64_t step) {
+    auto passed = std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin();
+    return lr * std::pow(gamma, static_cast<float>(passed));
+  });
+}
+
+std::unique_ptr<Schedule> cosine_schedule(float lr, int64_t total_steps, float min_lr) {
+  PAC_CHECK(total_steps > 0, "cosine schedule: needs a positive number of steps, got {}",
+            total_steps);
+  return make([=](int64_t step) {
+    return cosine(lr, min_lr, std::min<double>(1.0, static_cast<double>(step) / total_steps));
+  });
+}
+
+std::unique_ptr<Schedule> onecycle_schedule(float max_lr, int64_t total_steps, float pct_start,
+                                            float div_factor, float final_div) {
+  PAC_CHECK(total_steps > 1, "onecycle schedule: needs at least 2 steps, got {}", total_steps);
+  float initial = max_lr / div_factor, final_lr = initial / final_div;
+  // As torch.optim.lr_scheduler.OneCycleLR: phase ends at steps pct*total - 1 and total - 1.
+  double up_end = static_cast<double>(pct_start) * total_steps - 1.0;
+  double down_end = static_cast<double>(total_steps) - 1.0;
+  return make([=](int64_t step) {
+    double s = static_cast<double>(std::min<int64_t>(step, total_steps - 1));
+    if (s <= up_end) return cosine(initial, max_lr, s / up_end);
+    return cosine(max_lr, final_lr, (s - up_end) / (down_end - up_end));
+  });
+}
+
+std::unique_ptr<Schedule> with_warmup(std::unique_ptr<Schedule> inner, int64_t warmup_steps) {
+  if (warmup_steps <= 0) return inner;
+  std::shared_ptr<Schedule> shared(std::move(inner));
+  return make([shared, warmup_steps](int64_t step) {
+    float scale = std::min(1.0f, static_cast<float>(step + 1) / static_cast<float>(warmup_steps));
+    return shared->lr(step) * scale;
+  });
+}
+
+std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int64_t total_steps,
+                                         int64_t warmup_steps) {
+  std::vector<std::string> parts;
+  std::stringstream ss(spec);
+  for (std::string part; std::getline(ss, part, ':');) parts.push_back(part);
+  PAC_CHECK(!parts.empty(), "--schedule: empty value");
+  const std::string& kind = parts[0];
+  auto number = [&](size_t i) -> double {
+    try {
+      return std::stod(parts.at(i));
+    } catch (const std::exception&) {
+      PAC_FAIL("--schedule '{}': field {} is not a number", spec, i + 1);
+    }
+  };
+  std::unique_ptr<Schedule> s;
+  if (kind == "constant" && parts.size() == 1) {
+    s = constant_schedule(lr);
+  } else if (kind == "cosine" && parts.size() == 1) {
+    s = cosine_schedule(lr, total_steps);
+  } else if (kind == "onecycle" && parts.size() == 1) {
+    s = onecycle_schedule(lr, total_steps);
+  } else if (kind == "step" && parts.size() == 3) {
+    s = step_schedule(lr, static_cast<int64_t>(number(1)), static_cast<float>(number(2)));
+  } else if (kind == "multistep" && parts.size() == 3) {
+    std::vector<int64_t> milestones;
+    std::stringstream ms(parts[1]);
+    for (std::string m; std::getline(ms, m, ',');) {
+      try {
+        milestones.push_back(std::stoll(m));
+      } catch (const std::exception&) {
+        PAC_FAIL("--schedule '{}': milestone '{}' is not an integer", spec, m);
+      }
+    }
+    s = multistep_schedule(lr, milestones, static_cast<float>(number(2)));
+  } else {
+    PAC_FAIL(
+        "--schedule '{}' not understood; expected constant, cosine, onecycle, "
+        "step:EVERY:GAMMA or multistep:M1,M2:GAMMA",
+        spec);
+  }
+  return with_warmup(std::move(s), warmup_steps);
+}
+
+}  // namespace pac::optim

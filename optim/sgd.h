@@ -1,0 +1,29 @@
+// SGD with momentum, dampening, Nesterov momentum and (L2) weight decay, exactly as PyTorch's
+// torch.optim.SGD:  d = g + wd p;  b = m b + (1 - dampening) d (b = d on the first step);
+// d = nesterov ? d + m b : b;  p -= lr d.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace pac::optim {
+
+struct SgdOptions {
+  float lr = 0.1f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(NamedParameters params, const SgdOptions& options);
+
+ protected:
+  void update(nn::Parameter& p, const Tensor& grad, std::map<std::string, Tensor>& slots) override;
+
+ private:
+  SgdOptions options_;
+};
+
+}  // namespace pac::optim

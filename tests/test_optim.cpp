@@ -1,0 +1,160 @@
+// Optimizers and schedules against PyTorch (values in tests/fixtures/reference.txt), and the
+// rule that pruned entries stay exactly zero.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/generator.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
+using namespace pac;
+
+namespace {
+
+Tensor fixture(const std::string& wanted) {
+  std::ifstream in(std::string(PAC_FIXTURE_DIR) + "/reference.txt");
+  std::string header, values;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream hs(header), vs(values);
+    std::string name;
+    int rank;
+    hs >> name >> rank;
+    if (name != wanted) continue;
+    Shape shape(rank);
+    for (auto& d : shape) hs >> d;
+    std::vector<float> data(shape_numel(shape));
+    for (auto& v : data) vs >> v;
+    return Tensor::from_vector(data, shape);
+  }
+  FAIL("no fixture " << wanted);
+  return Tensor();
+}
+
+template <class Make>
+Tensor run_optimizer(Make make) {
+  auto param = std::make_shared<nn::Parameter>(fixture("optim.p0"));
+  optim::NamedParameters named{{"w", param}};
+  auto opt = make(named);
+  for (int i = 0; i < 5; ++i) {
+    param->data().set_grad(fixture("optim.g" + std::to_string(i)));
+    opt.step();
+  }
+  return param->data();
+}
+
+void check_close(const Tensor& got, const Tensor& want, double tolerance = 1e-5) {
+  auto g = got.to_vector(), w = want.to_vector();
+  REQUIRE(g.size() == w.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    REQUIRE_MESSAGE(std::abs(g[i] - w[i]) <= tolerance * (1.0 + std::abs(w[i])),
+                    "[" << i << "] got " << g[i] << ", PyTorch " << w[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SGD variants match torch.optim.SGD") {
+  check_close(run_optimizer([](auto& p) { return optim::Sgd(p, {0.1f}); }),
+              fixture("optim.sgd_plain"));
+  check_close(run_optimizer([](auto& p) {
+                return optim::Sgd(p, {0.1f, 0.9f, 0.0f, 5e-4f, true});
+              }),
+              fixture("optim.sgd_nesterov"));
+  check_close(run_optimizer([](auto& p) {
+                return optim::Sgd(p, {0.05f, 0.8f, 0.3f, 1e-3f});
+              }),
+              fixture("optim.sgd_dampening"));
+}
+
+TEST_CASE("AdamW matches torch.optim.AdamW") {
+  check_close(run_optimizer([](auto& p) {
+                return optim::AdamW(p, {0.01f, 0.9f, 0.99f, 1e-8f, 0.05f});
+              }),
+              fixture("optim.adamw"));
+}
+
+TEST_CASE("schedules match PyTorch's OneCycleLR, CosineAnnealingLR and MultiStepLR") {
+  auto values = [](const optim::Schedule& s) {
+    std::vector<float> out;
+    for (int64_t step = 0; step < 20; ++step) out.push_back(s.lr(step));
+    return Tensor::from_vector(out, {20});
+  };
+  check_close(values(*optim::parse_schedule("onecycle", 0.1f, 20, 0)),
+              fixture("schedule.onecycle"));
+  check_close(values(*optim::parse_schedule("cosine", 0.1f, 20, 0)), fixture("schedule.cosine"));
+  check_close(values(*optim::parse_schedule("multistep:5,12:0.1", 0.1f, 20, 0)),
+              fixture("schedule.multistep"));
+  auto warm = optim::parse_schedule("constant", 0.1f, 20, 4);
+  CHECK(warm->lr(0) == doctest::Approx(0.025));
+  CHECK(warm->lr(3) == doctest::Approx(0.1));
+  CHECK(optim::parse_schedule("step:10:0.5", 0.1f, 40, 0)->lr(25) == doctest::Approx(0.025));
+  CHECK_THROWS_WITH_AS(optim::parse_schedule("linear", 0.1f, 20, 0),
+                       doctest::Contains("not understood"), Error);
+  CHECK_THROWS_WITH_AS(optim::parse_schedule("step:x:0.5", 0.1f, 20, 0),
+                       doctest::Contains("not a number"), Error);
+}
+
+TEST_CASE("pruned entries and their optimizer state stay exactly zero over many steps") {
+  for (int kind = 0; kind < 2; ++kind) {
+    CAPTURE(kind);
+    auto param = std::make_shared<nn::Parameter>(default_generator().randn({6, 5}));
+    Tensor mask = default_generator().bernoulli({6, 5}, 0.5f);
+    param->set_mask(mask);
+    optim::NamedParameters named{{"w", param}};
+    std::unique_ptr<optim::Optimizer> opt;
+    if (kind == 0)
+      opt = std::make_unique<optim::Sgd>(named, optim::SgdOptions{0.1f, 0.9f, 0.0f, 0.01f, true});
+    else
+      opt = std::make_unique<optim::AdamW>(named, optim::AdamWOptions{0.01f});
+    for (int step = 0; step < 50; ++step) {
+      param->data().set_grad(default_generator().randn({6, 5}));  // dense gradient on purpose
+      opt->step();
+    }
+    auto w = param->data().to_vector(), m = mask.to_vector();
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (m[i] == 0.0f)
+        REQUIRE(w[i] == 0.0f);
+      else
+        REQUIRE(w[i] != 0.0f);
+    }
+    for (auto& [name, t] : opt->state()) {
+      if (t.shape() != Shape{6, 5}) continue;
+      auto s = t.to_vector();
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (m[i] == 0.0f) REQUIRE(s[i] == 0.0f);
+      }
+    }
+  }
+}
+
+TEST_CASE("optimizer state round-trips and refuses a foreign state") {
+  auto param = std::make_shared<nn::Parameter>(Tensor::ones({3}));
+  optim::Sgd a({{"w", param}}, {0.1f, 0.9f});
+  param->data().set_grad(Tensor::ones({3}));
+  a.step();
+  optim::Sgd b({{"w", param}}, {0.1f, 0.9f});
+  b.load_state(a.state());
+  CHECK(b.steps_taken() == 1);
+  CHECK(b.state().at("w.momentum_buffer").to_vector() == std::vector<float>{1, 1, 1});
+  auto foreign = a.state();
+  foreign["v.momentum_buffer"] = Tensor::ones({3});
+  CHECK_THROWS_WITH_AS(b.load_state(foreign), doctest::Contains("do not belong"), Error);
+}
+
+TEST_CASE("clip_grad_norm scales the total norm down to max_norm") {
+  auto a = std::make_shared<nn::Parameter>(Tensor::zeros({2}));
+  auto b = std::make_shared<nn::Parameter>(Tensor::zeros({1}));
+  a->data().set_grad(Tensor::from_vector({3, 0}, {2}));
+  b->data().set_grad(Tensor::from_vector({4}, {1}));
+  float norm = optim::clip_grad_norm({{"a", a}, {"b", b}}, 1.0f);
+  CHECK(norm == doctest::Approx(5.0f));
+  CHECK(a->grad().to_vector()[0] == doctest::Approx(0.6f).epsilon(1e-4));
+  CHECK(b->grad().to_vector()[0] == doctest::Approx(0.8f).epsilon(1e-4));
+}
