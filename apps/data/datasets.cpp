@@ -1,0 +1,126 @@
+#include <filesystem>
+#include <fstream>
+
+#include "apps/data/dataset.h"
+#include "apps/data/idx.h"
+#include "core/generator.h"
+
+namespace pac::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "<stem>" or "<stem>.gz", whichever exists in dir.
+std::string find_file(const std::string& dir, const std::string& stem, const std::string& name) {
+  for (const std::string& candidate : {stem, stem + ".gz"}) {
+    fs::path path = fs::path(dir) / candidate;
+    if (fs::exists(path)) return path.string();
+  }
+  PAC_FAIL("{}: no {} or {}.gz in '{}' (set --data-dir to the folder that holds the {} files)",
+           name, stem, stem, dir, name);
+}
+
+}  // namespace
+
+Dataset load_mnist_like(const std::string& name, const std::string& dir, bool train) {
+  std::string prefix = train ? "train" : "t10k";
+  std::string image_path = find_file(dir, prefix + "-images-idx3-ubyte", name);
+  std::string label_path = find_file(dir, prefix + "-labels-idx1-ubyte", name);
+  Tensor images = read_idx(image_path);
+  Tensor labels = read_idx(label_path);
+  PAC_CHECK(images.dim() == 3, "{}: images must have 3 dimensions [N, H, W], the file has {}",
+            image_path, shape_str(images.shape()));
+  PAC_CHECK(labels.dim() == 1, "{}: labels must have 1 dimension [N], the file has {}", label_path,
+            shape_str(labels.shape()));
+  PAC_CHECK(labels.size(0) == images.size(0), "{}: {} labels for {} images in {}", label_path,
+            labels.size(0), images.size(0), image_path);
+  Dataset d;
+  d.name = name;
+  d.images = images.view_flat(0, {images.size(0), 1, images.size(1), images.size(2)});
+  d.labels = labels.to(DType::i64);
+  d.num_classes = 10;
+  for (float v : d.labels.to_vector()) {
+    PAC_CHECK(v >= 0 && v < 10, "{}: label {} outside [0, 10)", label_path, v);
+  }
+  bool fashion = name == "fashion-mnist";
+  d.mean = {fashion ? 0.2860f : 0.1307f};
+  d.std = {fashion ? 0.3530f : 0.3081f};
+  return d;
+}
+
+Dataset load_cifar10(const std::string& dir, bool train) {
+  std::vector<std::string> files;
+  if (train) {
+    for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + std::to_string(i) + ".bin");
+  } else {
+    files.push_back("test_batch.bin");
+  }
+  constexpr int64_t record = 1 + 3 * 32 * 32;
+  std::vector<std::vector<char>> contents;
+  int64_t total = 0;
+  for (const auto& f : files) {
+    fs::path path = fs::path(dir) / f;
+    PAC_CHECK(fs::exists(path),
+              "cifar10: no {} in '{}' (set --data-dir to the folder of the "
+              "CIFAR-10 binary version)",
+              f, dir);
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    PAC_CHECK(!bytes.empty() && bytes.size() % record == 0,
+              "{}: size {} bytes is not a whole number of {}-byte records", path.string(),
+              bytes.size(), record);
+    total += static_cast<int64_t>(bytes.size()) / record;
+    contents.push_back(std::move(bytes));
+  }
+  Dataset d;
+  d.name = "cifar10";
+  d.images = Tensor::empty({total, 3, 32, 32}, DType::u8);
+  d.labels = Tensor::empty({total}, DType::i64);
+  d.num_classes = 10;
+  d.mean = {0.4914f, 0.4822f, 0.4465f};
+  d.std = {0.2470f, 0.2435f, 0.2616f};
+  int64_t n = 0;
+  for (size_t f = 0; f < contents.size(); ++f) {
+    const auto& bytes = contents[f];
+    for (size_t at = 0; at < bytes.size(); at += record, ++n) {
+      auto label = static_cast<unsigned char>(bytes[at]);
+      PAC_CHECK(label < 10, "{}: record {} has label {}, expected 0 to 9", files[f], at / record,
+                label);
+      d.labels.data<int64_t>()[n] = label;
+      std::copy(bytes.begin() + at + 1, bytes.begin() + at + record,
+                reinterpret_cast<char*>(d.images.data<uint8_t>()) + n * (record - 1));
+    }
+  }
+  return d;
+}
+
+Dataset make_synthetic(int64_t size, int64_t channels, int64_t image_size, int64_t num_classes,
+                       uint64_t seed) {
+  PAC_CHECK(size > 0 && channels > 0 && image_size > 0 && num_classes > 1,
+            "synthetic data: bad sizes n={} c={} image={} classes={}", size, channels, image_size,
+            num_classes);
+  Generator g(seed);
+  Dataset d;
+  d.name = "synthetic";
+  d.num_classes = num_classes;
+  d.images = Tensor::empty({size, channels, image_size, image_size}, DType::u8);
+  d.labels = Tensor::empty({size}, DType::i64);
+  d.mean.assign(channels, 0.5f);
+  d.std.assign(channels, 0.25f);
+  int64_t plane = image_size * image_size, per_image = channels * plane;
+  uint8_t* px = d.images.data<uint8_t>();
+  for (int64_t i = 0; i < size; ++i) {
+    int64_t label = static_cast<int64_t>(g.below(num_classes));
+    d.labels.data<int64_t>()[i] = label;
+    for (int64_t j = 0; j < per_image; ++j) {
+      // A class-dependent stripe over noise: enough structure to learn.
+      bool stripe = ((j % plane) / image_size) % num_classes == label;
+      float v = 64.0f + 64.0f * g.uniform() + (stripe ? 96.0f : 0.0f);
+      px[i * per_image + j] = static_cast<uint8_t>(std::min(255.0f, v));
+    }
+  }
+  return d;
+}
+
+}  // namespace pac::data

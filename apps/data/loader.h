@@ -1,0 +1,41 @@
+// Loader: turns a Dataset into batches for one rank. Each epoch it shuffles with a generator
+// seeded by (seed, epoch), so every rank draws the same order, keeps every world_size-th sample
+// starting at its rank (all ranks get the same number of batches), applies the augmentation
+// (random crop after zero padding, horizontal flip) and normalises to float.
+#pragma once
+
+#include "apps/data/dataset.h"
+
+namespace pac::data {
+
+struct LoaderOptions {
+  int64_t batch = 128;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int64_t rank = 0, world_size = 1;
+  bool drop_last = true;     // a short final batch would change BN statistics; drop it
+  int64_t crop_padding = 0;  // > 0: random crop of the original size after this much padding
+  bool flip = false;         // random horizontal flip
+};
+
+struct Batch {
+  Tensor images;  // f32 [B, C, H, W], normalised
+  Tensor labels;  // i64 [B]
+};
+
+class Loader {
+ public:
+  Loader(const Dataset& dataset, const LoaderOptions& options);
+  void set_epoch(int64_t epoch);
+  int64_t num_batches() const;
+  int64_t samples_per_rank() const { return static_cast<int64_t>(order_.size()); }
+  Batch batch(int64_t index) const;
+
+ private:
+  const Dataset& dataset_;
+  LoaderOptions options_;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> order_;  // this rank's sample indices for the epoch
+};
+
+}  // namespace pac::data

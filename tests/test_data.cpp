@@ -1,0 +1,196 @@
+// Data readers on small files written here (valid and corrupt), and the loader's sharding,
+// shuffling and augmentation.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "apps/data/dataset.h"
+#include "apps/data/idx.h"
+#include "apps/data/loader.h"
+
+using namespace pac;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("pactrain-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::vector<unsigned char> idx_bytes(std::vector<uint32_t> dims, int fill_count = -1) {
+  std::vector<unsigned char> out{0, 0, 0x08, static_cast<unsigned char>(dims.size())};
+  size_t total = 1;
+  for (uint32_t d : dims) {
+    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<unsigned char>(d >> s));
+    total *= d;
+  }
+  size_t n = fill_count < 0 ? total : static_cast<size_t>(fill_count);
+  for (size_t i = 0; i < n; ++i) out.push_back(static_cast<unsigned char>(i % 10));
+  return out;
+}
+
+void write(const std::string& path, const std::vector<unsigned char>& bytes, bool gzip = false) {
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+  } else {
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+  }
+}
+
+void write_mnist(const TempDir& dir, int64_t n, bool gzip) {
+  std::string ext = gzip ? ".gz" : "";
+  write(dir / ("train-images-idx3-ubyte" + ext), idx_bytes({uint32_t(n), 4, 4}), gzip);
+  write(dir / ("train-labels-idx1-ubyte" + ext), idx_bytes({uint32_t(n)}), gzip);
+}
+
+}  // namespace
+
+TEST_CASE("IDX files load plain and gzipped") {
+  for (bool gzip : {false, true}) {
+    TempDir dir;
+    write_mnist(dir, 12, gzip);
+    data::Dataset d = data::load_mnist_like("fashion-mnist", dir.path.string(), true);
+    CHECK(d.images.shape() == Shape{12, 1, 4, 4});
+    CHECK(d.labels.dtype() == DType::i64);
+    CHECK(d.labels.to_vector()[3] == 3.0f);
+    CHECK(d.images.to_vector()[5] == 5.0f);
+  }
+}
+
+TEST_CASE("malformed IDX files are reported with the file and what was wrong") {
+  TempDir dir;
+  std::string path = dir / "bad";
+  auto bytes = idx_bytes({2, 3});
+  bytes[0] = 0x12;
+  write(path, bytes);
+  CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains("bad magic number 12000802"), Error);
+  write(path, idx_bytes({2, 3}, 5));
+  CHECK_THROWS_WITH_AS(data::read_idx(path),
+                       doctest::Contains("file ends at byte 17 while reading the elements"), Error);
+  write(path, idx_bytes({2, 3}, 7));
+  CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains("continues past the 18 bytes"),
+                       Error);
+  bytes = idx_bytes({2, 3});
+  bytes[2] = 0x0d;  // float elements
+  write(path, bytes);
+  CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains("expected 0x08"), Error);
+  write(path, {0, 0, 8});
+  CHECK_THROWS_WITH_AS(data::read_idx(path), doctest::Contains("while reading the magic number"),
+                       Error);
+  CHECK_THROWS_WITH_AS(data::read_idx(dir / "missing"), doctest::Contains("cannot open"), Error);
+}
+
+TEST_CASE("image and label files that disagree are refused") {
+  TempDir dir;
+  write(dir / "train-images-idx3-ubyte", idx_bytes({5, 4, 4}));
+  write(dir / "train-labels-idx1-ubyte", idx_bytes({4}));
+  CHECK_THROWS_WITH_AS(data::load_mnist_like("mnist", dir.path.string(), true),
+                       doctest::Contains("4 labels for 5 images"), Error);
+  write(dir / "train-images-idx3-ubyte", idx_bytes({5, 16}));
+  CHECK_THROWS_WITH_AS(data::load_mnist_like("mnist", dir.path.string(), true),
+                       doctest::Contains("images must have 3 dimensions"), Error);
+  TempDir empty;
+  CHECK_THROWS_WITH_AS(data::load_mnist_like("mnist", empty.path.string(), false),
+                       doctest::Contains("set --data-dir"), Error);
+}
+
+TEST_CASE("CIFAR-10 binary files: records, labels and sizes are checked") {
+  TempDir dir;
+  std::vector<unsigned char> bytes(2 * 3073, 7);
+  bytes[0] = 3;
+  bytes[3073] = 9;
+  write(dir / "test_batch.bin", bytes);
+  data::Dataset d = data::load_cifar10(dir.path.string(), false);
+  CHECK(d.images.shape() == Shape{2, 3, 32, 32});
+  CHECK(d.labels.to_vector() == std::vector<float>{3, 9});
+  bytes.pop_back();
+  write(dir / "test_batch.bin", bytes);
+  CHECK_THROWS_WITH_AS(data::load_cifar10(dir.path.string(), false),
+                       doctest::Contains("not a whole number of 3073-byte records"), Error);
+  bytes.push_back(0);
+  bytes[3073] = 10;
+  write(dir / "test_batch.bin", bytes);
+  CHECK_THROWS_WITH_AS(data::load_cifar10(dir.path.string(), false),
+                       doctest::Contains("record 1 has label 10"), Error);
+}
+
+TEST_CASE("loader shards disjointly, shuffles per epoch, and is reproducible") {
+  data::Dataset d = data::make_synthetic(103, 1, 6, 4, 1);
+  int64_t batches = -1;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    data::Loader loader(d, {10, true, 5, rank, 3});
+    if (batches >= 0) CHECK(loader.num_batches() == batches);
+    batches = loader.num_batches();
+    CHECK(loader.samples_per_rank() == 34);
+    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+      CHECK(loader.batch(b).images.shape() == Shape{10, 1, 6, 6});
+    }
+  }
+  data::Loader a(d, {8, true, 5}), b(d, {8, true, 5});
+  CHECK(a.batch(2).labels.to_vector() == b.batch(2).labels.to_vector());
+  auto epoch0 = a.batch(0).labels.to_vector();
+  a.set_epoch(1);
+  bool differs = false;
+  for (int i = 0; i < 3 && !differs; ++i) {
+    a.set_epoch(1 + i);
+    differs = a.batch(0).labels.to_vector() != epoch0;
+  }
+  CHECK(differs);
+  CHECK_THROWS_WITH_AS(data::Loader(d, {8, true, 5, 3, 3}), doctest::Contains("rank 3 is not in"),
+                       Error);
+  CHECK_THROWS_WITH_AS(a.batch(99), doctest::Contains("does not exist"), Error);
+}
+
+TEST_CASE("loader shards cover the data set without overlap") {
+  // Labels 0..N-1 identify samples.
+  data::Dataset d = data::make_synthetic(20, 1, 2, 2, 1);
+  d.labels = Tensor::arange(20, DType::i64);
+  std::multiset<float> all;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    data::Loader loader(d, {5, true, 9, rank, 2});
+    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+      for (float v : loader.batch(b).labels.to_vector()) all.insert(v);
+    }
+  }
+  CHECK(all.size() == 20);
+  CHECK(std::set<float>(all.begin(), all.end()).size() == 20);
+}
+
+TEST_CASE("normalisation, crop and flip") {
+  data::Dataset d = data::make_synthetic(4, 1, 4, 2, 1);
+  std::fill_n(d.images.data<uint8_t>(), d.images.numel(), uint8_t{0});
+  d.images.data<uint8_t>()[0] = 255;  // top-left pixel of image 0
+  d.mean = {0.5f};
+  d.std = {0.5f};
+  data::Loader plain(d, {4, false});
+  auto x = plain.batch(0).images.to_vector();
+  CHECK(x[0] == doctest::Approx(1.0f));
+  CHECK(x[1] == doctest::Approx(-1.0f));
+  data::Loader flipped(d, {4, false, 0, 0, 1, true, 0, true});
+  bool moved = false;
+  for (int64_t epoch = 0; epoch < 8 && !moved; ++epoch) {
+    flipped.set_epoch(epoch);
+    moved = flipped.batch(0).images.to_vector()[3] == doctest::Approx(1.0f);
+  }
+  CHECK(moved);  // some epoch flips image 0 so its bright pixel lands at the top right
+  data::Loader cropped(d, {4, false, 0, 0, 1, true, 2, false});
+  CHECK(cropped.batch(0).images.shape() == Shape{4, 1, 4, 4});
+}
