@@ -65,14 +65,14 @@ std::vector<int64_t> Generator::permutation(int64_t n) {
 Tensor Generator::randn(const Shape& shape, float mean, float std) {
   Tensor t = Tensor::empty(shape);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = mean + std * normal();
+  for (int64_t i = 0, count = t.numel(); i < count; ++i) p[i] = mean + std * normal();
   return t;
 }
 
 Tensor Generator::rand(const Shape& shape, float low, float high) {
   Tensor t = Tensor::empty(shape);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = low + (high - low) * uniform();
+  for (int64_t i = 0, count = t.numel(); i < count; ++i) p[i] = low + (high - low) * uniform();
   return t;
 }
 
@@ -80,7 +80,7 @@ Tensor Generator::bernoulli(const Shape& shape, float p) {
   PAC_CHECK(p >= 0.0f && p <= 1.0f, "Generator::bernoulli: p must be in [0, 1], got {}", p);
   Tensor t = Tensor::empty(shape);
   float* out = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) out[i] = uniform() < p ? 1.0f : 0.0f;
+  for (int64_t i = 0, count = t.numel(); i < count; ++i) out[i] = uniform() < p ? 1.0f : 0.0f;
   return t;
 }
 

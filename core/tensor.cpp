@@ -109,7 +109,7 @@ float Tensor::item() const {
 std::vector<float> Tensor::to_vector() const {
   std::vector<float> out(numel());
   const void* base = raw_data();
-  for (int64_t i = 0; i < numel(); ++i) out[i] = element_as_float(base, dtype(), i);
+  for (int64_t i = 0, count = numel(); i < count; ++i) out[i] = element_as_float(base, dtype(), i);
   return out;
 }
 
@@ -139,7 +139,7 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), target, device());
   const void* src = raw_data();
   void* dst = out.raw_data();
-  for (int64_t i = 0; i < numel(); ++i) {
+  for (int64_t i = 0, count = numel(); i < count; ++i) {
     float v = element_as_float(src, dtype(), i);
     switch (target) {
       case DType::f32:
@@ -185,7 +185,7 @@ Tensor& Tensor::fill_(float value) {
   check_inplace_allowed(*this, "Tensor::fill_");
   if (dtype() == DType::f32) {
     float* p = data<float>();
-    for (int64_t i = 0; i < numel(); ++i) p[i] = value;
+    for (int64_t i = 0, count = numel(); i < count; ++i) p[i] = value;
   } else {
     copy_(Tensor::full(shape(), value).to(dtype()));
   }

@@ -16,7 +16,7 @@ Tensor kaiming_normal_fan_out(const Shape& shape, int64_t fan_out, Generator& g)
 Tensor trunc_normal(const Shape& shape, float std, Generator& g) {
   Tensor t = Tensor::empty(shape);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  for (int64_t i = 0, count = t.numel(); i < count; ++i) {
     float v;
     do v = g.normal();
     while (std::abs(v) > 2.0f);

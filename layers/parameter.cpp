@@ -21,7 +21,7 @@ void Parameter::set_mask(const Tensor& mask) {
   Tensor bytes = mask.dtype() == DType::u8 ? mask.clone() : mask.to(DType::u8);
   std::vector<int32_t> positions;
   uint8_t* m = bytes.data<uint8_t>();
-  for (int64_t i = 0; i < bytes.numel(); ++i) {
+  for (int64_t i = 0, count = bytes.numel(); i < count; ++i) {
     PAC_CHECK(m[i] <= 1, "Parameter::set_mask: mask entry {} is {}, expected 0 or 1", i, m[i]);
     if (m[i]) positions.push_back(static_cast<int32_t>(i));
   }
@@ -46,7 +46,7 @@ void Parameter::apply_mask(Tensor& t) const {
             "Parameter::apply_mask: {} does not match parameter {}", t.str(), data_.str());
   const uint8_t* m = mask_.data<uint8_t>();
   float* p = static_cast<float*>(t.raw_data());  // raw: this is a no-grad update of a leaf
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  for (int64_t i = 0, count = t.numel(); i < count; ++i) {
     if (!m[i]) p[i] = 0.0f;
   }
 }

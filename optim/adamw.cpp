@@ -29,7 +29,7 @@ void AdamW::update(nn::Parameter& p, const Tensor& grad, std::map<std::string, T
   float* w = static_cast<float*>(p.data().raw_data());
   const float* g = grad.data<float>();
   const uint8_t* mask = p.has_mask() ? p.mask().data<uint8_t>() : nullptr;
-  for (int64_t i = 0; i < p.numel(); ++i) {
+  for (int64_t i = 0, count = p.numel(); i < count; ++i) {
     if (mask && !mask[i]) {
       w[i] = m[i] = v[i] = 0.0f;
       continue;

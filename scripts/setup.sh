@@ -3,7 +3,8 @@
 # present, and runs `apt-get update` only when something must be installed.
 set -euo pipefail
 
-packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev zlib1g-dev)
+packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev zlib1g-dev libcli11-dev
+  nlohmann-json3-dev dataset-fashion-mnist)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -221,7 +221,7 @@ Tensor add_scalar(const Tensor& a, float value) {
   Tensor out = Tensor::empty(a.shape());
   const float* pa = a.data<float>();
   float* po = out.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) po[i] = pa[i] + value;
+  for (int64_t i = 0, count = a.numel(); i < count; ++i) po[i] = pa[i] + value;
   if (any_requires_grad({a})) detail::record(out, {a}, std::make_shared<ScaleBackward>(1.0f));
   return out;
 }
@@ -231,7 +231,7 @@ Tensor mul_scalar(const Tensor& a, float value) {
   Tensor out = Tensor::empty(a.shape());
   const float* pa = a.data<float>();
   float* po = out.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) po[i] = pa[i] * value;
+  for (int64_t i = 0, count = a.numel(); i < count; ++i) po[i] = pa[i] * value;
   if (any_requires_grad({a})) detail::record(out, {a}, std::make_shared<ScaleBackward>(value));
   return out;
 }
@@ -245,13 +245,13 @@ void axpy_(Tensor& a, float alpha, const Tensor& b) {
   PAC_CHECK(a.shape() == b.shape(), "axpy_: shapes differ: a is {}, b is {}", a.str(), b.str());
   float* pa = a.data<float>();
   const float* pb = b.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) pa[i] += alpha * pb[i];
+  for (int64_t i = 0, count = a.numel(); i < count; ++i) pa[i] += alpha * pb[i];
 }
 
 void scale_(Tensor& a, float value) {
   check_float(a, "scale_", "a");
   float* pa = a.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) pa[i] *= value;
+  for (int64_t i = 0, count = a.numel(); i < count; ++i) pa[i] *= value;
 }
 
 }  // namespace pac

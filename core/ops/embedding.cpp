@@ -37,7 +37,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
             indices.defined() ? indices.str() : "undefined");
   int64_t v = weight.size(0), d = weight.size(1);
   std::vector<int64_t> rows(indices.numel());
-  for (int64_t i = 0; i < indices.numel(); ++i) {
+  for (int64_t i = 0, count = indices.numel(); i < count; ++i) {
     rows[i] =
         indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
     PAC_CHECK(rows[i] >= 0 && rows[i] < v, "embedding: index {} at position {} is outside [0, {})",

@@ -108,7 +108,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 class LinearBackward : public Node {
  public:
   LinearBackward(Tensor x, Tensor w, Shape x_shape, int64_t rows, int64_t in, int64_t out)
-      : x_(std::move(x)), w_(std::move(w)), x_shape_(std::move(x_shape)), rows_(rows), in_(in),
+      : x_(std::move(x)),
+        w_(std::move(w)),
+        x_shape_(std::move(x_shape)),
+        rows_(rows),
+        in_(in),
         out_(out) {}
   std::string name() const override { return "LinearBackward"; }
   // dx = dy W, dW = dy^T x, db = column sums of dy.

@@ -32,13 +32,17 @@ class BatchNormBackward : public Node {
     for (int64_t ch = 0; ch < c; ++ch) {
       // sum_dy = sum(dy), sum_dy_xhat = sum(dy * xhat) over the channel
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
+      const float mu = mean_[ch], inv = invstd_[ch];
       for (int64_t b = 0; b < n; ++b) {
         const float* xs = px + (b * c + ch) * s;
         const float* gs = pg + (b * c + ch) * s;
+        float plane_dy = 0.0f, plane_dy_xhat = 0.0f;
         for (int64_t i = 0; i < s; ++i) {
-          sum_dy += gs[i];
-          sum_dy_xhat += gs[i] * (xs[i] - mean_[ch]) * invstd_[ch];
+          plane_dy += gs[i];
+          plane_dy_xhat += gs[i] * (xs[i] - mu);
         }
+        sum_dy += plane_dy;
+        sum_dy_xhat += static_cast<double>(plane_dy_xhat) * inv;
       }
       if (gw.defined()) gw.data<float>()[ch] = static_cast<float>(sum_dy_xhat);
       if (gb.defined()) gb.data<float>()[ch] = static_cast<float>(sum_dy);
@@ -53,7 +57,7 @@ class BatchNormBackward : public Node {
         const float* gs = pg + (b * c + ch) * s;
         float* out = gx.data<float>() + (b * c + ch) * s;
         for (int64_t i = 0; i < s; ++i) {
-          float xhat = (xs[i] - mean_[ch]) * invstd_[ch];
+          float xhat = (xs[i] - mu) * inv;
           out[i] = scale * (gs[i] - mean_dy - xhat * mean_dy_xhat);
         }
       }
@@ -92,15 +96,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   for (int64_t ch = 0; ch < c; ++ch) {
     double mu, var;
     if (training) {
+      // Float sums within a plane (vectorisable), double across planes (accurate).
       double total = 0.0, total_sq = 0.0;
       for (int64_t b = 0; b < n; ++b) {
         const float* xs = px + (b * c + ch) * s;
-        for (int64_t i = 0; i < s; ++i) total += xs[i];
+        float plane = 0.0f;
+        for (int64_t i = 0; i < s; ++i) plane += xs[i];
+        total += plane;
       }
       mu = total / static_cast<double>(n * s);
+      const float mu_f = static_cast<float>(mu);
       for (int64_t b = 0; b < n; ++b) {
         const float* xs = px + (b * c + ch) * s;
-        for (int64_t i = 0; i < s; ++i) total_sq += (xs[i] - mu) * (xs[i] - mu);
+        float plane = 0.0f;
+        for (int64_t i = 0; i < s; ++i) plane += (xs[i] - mu_f) * (xs[i] - mu_f);
+        total_sq += plane;
       }
       var = total_sq / static_cast<double>(n * s);  // biased: what normalises the batch
       if (running_mean.defined()) {

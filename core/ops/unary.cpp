@@ -20,7 +20,8 @@ class UnaryBackward : public Node {
     const float* py = y_.data<float>();
     const float* pg = g.data<float>();
     float* out = gx.data<float>();
-    for (int64_t i = 0; i < gx.numel(); ++i) out[i] = pg[i] * derivative_(px[i], py[i]);
+    for (int64_t i = 0, count = gx.numel(); i < count; ++i)
+      out[i] = pg[i] * derivative_(px[i], py[i]);
     return {gx};
   }
 
@@ -36,7 +37,7 @@ static Tensor unary_op(const Tensor& x, const char* name, Forward forward, Deriv
   Tensor y = Tensor::empty(x.shape());
   const float* px = x.data<float>();
   float* py = y.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) py[i] = forward(px[i]);
+  for (int64_t i = 0, count = x.numel(); i < count; ++i) py[i] = forward(px[i]);
   if (any_requires_grad({x})) {
     auto node =
         std::make_shared<UnaryBackward<Derivative>>(name, x.detach(), y.detach(), derivative);
@@ -71,10 +72,11 @@ Tensor pow(const Tensor& x, float exponent) {
       [exponent](float v, float) { return exponent * std::pow(v, exponent - 1.0f); });
 }
 
+// relu's derivative reads the output (y > 0 exactly when x > 0).
 Tensor relu(const Tensor& x) {
   return unary_op(
       x, "relu", [](float v) { return v > 0.0f ? v : 0.0f; },
-      [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
+      [](float, float y) { return y > 0.0f ? 1.0f : 0.0f; });
 }
 
 Tensor tanh(const Tensor& x) {

@@ -1,0 +1,40 @@
+// Training checkpoints in safetensors: every parameter under its own name
+// ("layer1.0.conv1.weight"), its pruning mask as "<name>.mask", every buffer ("bn1.running_mean"),
+// the optimizer state as "optimizer.<parameter>.<slot>", and in the metadata the model
+// configuration, the position in the run and the random generator's state. A checkpoint of another
+// model is refused by name.
+#pragma once
+
+#include <string>
+
+#include "apps/models/registry.h"
+#include "optim/optimizer.h"
+
+namespace pac {
+
+struct RunPosition {
+  int64_t step = 0;   // optimizer steps taken
+  int64_t epoch = 0;  // epoch the next step belongs to
+  int64_t batch = 0;  // batch index within that epoch
+};
+
+std::string model_config_json(const models::ModelConfig& config);
+models::ModelConfig model_config_from_json(const std::string& json, const std::string& path);
+
+void save_checkpoint(const std::string& path, const models::ModelConfig& config, nn::Module& model,
+                     const optim::Optimizer* optimizer, const RunPosition& position,
+                     const std::string& optimizer_name);
+
+struct LoadedCheckpoint {
+  models::ModelConfig config;
+  RunPosition position;
+  std::string optimizer_name;
+};
+// Reads the configuration only (to build the model for `pactrain eval`).
+models::ModelConfig read_checkpoint_config(const std::string& path);
+// Loads weights, masks and buffers into `model` (and the optimizer state and generator when
+// given). Throws if the file belongs to a different model configuration than `expected`.
+LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelConfig& expected,
+                                 nn::Module& model, optim::Optimizer* optimizer);
+
+}  // namespace pac

@@ -1,0 +1,146 @@
+// pactrain: the command-line app.
+//   pactrain train --model resnet20 --data fashion-mnist --epochs 10 ...
+//   pactrain eval --checkpoint run.safetensors
+//   pactrain summary --model vit-tiny
+// Errors are one line on stderr and a non-zero exit code.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "apps/checkpoint.h"
+#include "apps/trainer.h"
+#include "core/cpu/threads.h"
+
+using namespace pac;
+
+namespace {
+
+void add_model_options(CLI::App* cmd, models::ModelConfig& m, bool data_dependent) {
+  cmd->add_option("--model", m.name,
+                  "model: " + fmt::format("{}", fmt::join(models::model_names(), ", ")))
+      ->capture_default_str();
+  std::string from_data = data_dependent ? " (0: from the data)" : "";
+  cmd->add_option("--in-channels", m.in_channels, "input channels" + from_data)
+      ->capture_default_str();
+  cmd->add_option("--num-classes", m.num_classes, "output classes" + from_data)
+      ->capture_default_str();
+  cmd->add_option("--image-size", m.image_size, "image height and width" + from_data)
+      ->capture_default_str();
+  cmd->add_flag("--small-input", m.small_input,
+                "ResNet-18/34/50: 3x3 stride-1 stem without max-pool, for small images");
+  cmd->add_option("--patch", m.patch, "ViT patch size")->capture_default_str();
+  cmd->add_option("--dim", m.dim, "ViT width (0: the preset's)")->capture_default_str();
+  cmd->add_option("--depth", m.depth, "ViT blocks (0: the preset's)")->capture_default_str();
+  cmd->add_option("--heads", m.heads, "ViT attention heads (0: the preset's)")
+      ->capture_default_str();
+  cmd->add_option("--mlp-dim", m.mlp_dim, "ViT MLP width (0: the preset's)")->capture_default_str();
+  cmd->add_option("--dropout", m.dropout, "ViT dropout")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pactrain: train, evaluate and inspect models"};
+  app.require_subcommand(1);
+
+  TrainOptions o;
+  o.model.in_channels = o.model.num_classes = o.model.image_size = 0;
+  CLI::App* train_cmd = app.add_subcommand("train", "train a model");
+  add_model_options(train_cmd, o.model, true);
+  train_cmd->add_option("--data", o.data, "fashion-mnist, mnist, cifar10 or synthetic")
+      ->capture_default_str();
+  train_cmd->add_option("--data-dir", o.data_dir,
+                        "folder of the data set (default: its usual one)");
+  train_cmd
+      ->add_option("--train-subset", o.train_subset, "use the first N training samples (0: all)")
+      ->capture_default_str();
+  train_cmd->add_option("--test-subset", o.test_subset, "evaluate on the first N test samples")
+      ->capture_default_str();
+  train_cmd->add_option("--synthetic-size", o.synthetic_size, "samples of --data synthetic")
+      ->capture_default_str();
+  train_cmd->add_option("--epochs", o.epochs, "epochs")->capture_default_str();
+  train_cmd->add_option("--max-steps", o.max_steps, "stop after N steps in all (0: no limit)")
+      ->capture_default_str();
+  train_cmd->add_option("--batch", o.batch, "batch size per process")->capture_default_str();
+  train_cmd->add_option("--lr", o.lr, "(peak) learning rate")->capture_default_str();
+  train_cmd->add_option("--optimizer", o.optimizer, "sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  train_cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  train_cmd->add_flag("--nesterov", o.nesterov, "SGD with Nesterov momentum");
+  train_cmd->add_option("--weight-decay", o.weight_decay, "weight decay")->capture_default_str();
+  train_cmd
+      ->add_option("--schedule", o.schedule,
+                   "constant, cosine, onecycle, step:EVERY:GAMMA, multistep:M1,M2:GAMMA")
+      ->capture_default_str();
+  train_cmd->add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
+  train_cmd->add_option("--label-smoothing", o.label_smoothing, "label smoothing")
+      ->capture_default_str();
+  train_cmd->add_option("--clip-grad", o.clip_grad, "clip the gradient norm (0: off)")
+      ->capture_default_str();
+  train_cmd->add_option("--crop-padding", o.crop_padding, "random crop after padding (0: off)")
+      ->capture_default_str();
+  train_cmd->add_flag("--flip", o.flip, "random horizontal flips");
+  train_cmd->add_option("--seed", o.seed, "random seed")->capture_default_str();
+  train_cmd->add_option("--threads", o.threads, "CPU threads (0: every core)")
+      ->capture_default_str();
+  train_cmd->add_option("--metrics", o.metrics, "write JSON-lines metrics to this file");
+  train_cmd->add_option("--checkpoint", o.checkpoint, "write a checkpoint here at the end");
+  train_cmd
+      ->add_option("--checkpoint-every", o.checkpoint_every,
+                   "and every N steps (0: only at the end)")
+      ->capture_default_str();
+  train_cmd->add_option("--resume", o.resume, "continue from this checkpoint");
+  train_cmd->add_option("--log-every", o.log_every, "steps between metrics records")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train_cmd->add_flag("--quiet", o.quiet, "print nothing but errors");
+
+  std::string eval_checkpoint;
+  TrainOptions eval_options;
+  int64_t eval_batch = 500;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "test accuracy of a checkpoint");
+  eval_cmd->add_option("--checkpoint", eval_checkpoint, "checkpoint to evaluate")->required();
+  eval_cmd->add_option("--data", eval_options.data, "data set")->capture_default_str();
+  eval_cmd->add_option("--data-dir", eval_options.data_dir, "folder of the data set");
+  eval_cmd->add_option("--batch", eval_batch, "batch size")->capture_default_str();
+  eval_cmd->add_option("--test-subset", eval_options.test_subset, "first N test samples (0: all)");
+
+  models::ModelConfig summary_config;
+  summary_config.in_channels = 3;
+  summary_config.num_classes = 10;
+  summary_config.image_size = 32;
+  CLI::App* summary_cmd = app.add_subcommand("summary", "print a model's layers and parameters");
+  add_model_options(summary_cmd, summary_config, false);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*train_cmd) {
+      train(o);
+    } else if (*eval_cmd) {
+      models::ModelConfig config = read_checkpoint_config(eval_checkpoint);
+      nn::ModulePtr model = models::make_model(config);
+      load_checkpoint(eval_checkpoint, config, *model, nullptr);
+      eval_options.model = config;
+      data::Dataset test_set = load_dataset(eval_options, false);
+      resolve_model_config(config, test_set);  // the data must fit the model
+      EvalResult r = evaluate(*model, test_set, eval_batch, 0);
+      std::printf("%s on %s: %ld samples, loss %.4f, accuracy %.2f%%\n", config.name.c_str(),
+                  test_set.name.c_str(), static_cast<long>(r.samples), r.loss, 100.0 * r.accuracy);
+    } else if (*summary_cmd) {
+      nn::ModulePtr model = models::make_model(summary_config);
+      std::fputs(model
+                     ->summary({1, summary_config.in_channels, summary_config.image_size,
+                                summary_config.image_size})
+                     .c_str(),
+                 stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pactrain: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

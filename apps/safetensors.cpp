@@ -1,0 +1,157 @@
+#include "apps/safetensors.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace pac {
+
+namespace {
+
+const char* format_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i8:
+      return "I8";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& name, const std::string& path, const std::string& tensor) {
+  for (DType d :
+       {DType::f32, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8}) {
+    if (name == format_name(d)) return d;
+  }
+  PAC_FAIL("{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I32, I64, U8", path,
+           tensor, name);
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const TensorFile& file) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  size_t offset = 0;
+  for (const auto& [name, t] : file.tensors) {  // std::map: sorted names, a stable layout
+    PAC_CHECK(name != "__metadata__", "{}: '__metadata__' cannot name a tensor", path);
+    header[name] = {{"dtype", format_name(t.dtype())},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  uint64_t length = text.size();
+
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    PAC_CHECK(out.good(), "{}: cannot open for writing", tmp);
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
+    out.write(reinterpret_cast<const char*>(le), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& [name, t] : file.tensors) {
+      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+    }
+    out.flush();
+    PAC_CHECK(out.good(), "{}: write failed (disk full?)", tmp);
+  }
+  // Flush to disk before the rename, so a crash never leaves a renamed but empty file.
+  if (FILE* f = std::fopen(tmp.c_str(), "rb")) {
+    ::fsync(fileno(f));
+    std::fclose(f);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    PAC_FAIL("{}: cannot replace with the new file: {}", path, ec.message());
+  }
+}
+
+TensorFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  PAC_CHECK(in.good(), "{}: cannot open checkpoint", path);
+  uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  PAC_CHECK(file_size >= 8,
+            "{}: {} bytes is too short for a safetensors file (8-byte header "
+            "length expected)",
+            path, file_size);
+  unsigned char le[8];
+  in.read(reinterpret_cast<char*>(le), 8);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(le[i]) << (8 * i);
+  PAC_CHECK(length <= file_size - 8 && length <= (uint64_t{100} << 20),
+            "{}: header length {} at offset 0 does not fit in the {}-byte file", path, length,
+            file_size);
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    PAC_FAIL("{}: header at offset 8 is not valid JSON: {}", path, e.what());
+  }
+  PAC_CHECK(header.is_object(), "{}: header must be a JSON object", path);
+
+  TensorFile out;
+  uint64_t data_start = 8 + length, data_size = file_size - data_start;
+  uint64_t covered = 0;
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      PAC_CHECK(entry.is_object(), "{}: __metadata__ must be an object of strings", path);
+      for (auto& [key, value] : entry.items()) {
+        PAC_CHECK(value.is_string(), "{}: metadata '{}' is not a string", path, key);
+        out.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    try {
+      DType dtype = parse_dtype(entry.at("dtype").get<std::string>(), path, name);
+      Shape shape = entry.at("shape").get<Shape>();
+      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      for (int64_t d : shape)
+        PAC_CHECK(d >= 0, "{}: tensor '{}' has a negative dimension", path, name);
+      PAC_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
+                "{}: tensor '{}' has data offsets outside the {} data bytes", path, name,
+                data_size);
+      uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+      PAC_CHECK(offsets[1] - offsets[0] == expected,
+                "{}: tensor '{}' of shape {} needs {} bytes, its offsets span {}", path, name,
+                shape_str(shape), expected, offsets[1] - offsets[0]);
+      Tensor t = Tensor::empty(shape, dtype);
+      in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
+      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(expected));
+      PAC_CHECK(in.good(), "{}: could not read tensor '{}' at offset {}", path, name,
+                data_start + offsets[0]);
+      covered += expected;
+      out.tensors[name] = t;
+    } catch (const nlohmann::json::exception& e) {
+      PAC_FAIL("{}: tensor '{}' has a malformed header entry: {}", path, name, e.what());
+    }
+  }
+  PAC_CHECK(covered == data_size,
+            "{}: tensors cover {} of the {} data bytes (overlapping or "
+            "trailing data)",
+            path, covered, data_size);
+  return out;
+}
+
+}  // namespace pac

@@ -1,0 +1,259 @@
+#include "apps/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "apps/checkpoint.h"
+#include "apps/data/loader.h"
+#include "core/autograd.h"
+#include "core/cpu/threads.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
+namespace pac {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One line on the terminal, redrawn in place: steps, loss, throughput and time left.
+void draw_progress(int64_t epoch, int64_t epochs, int64_t batch, int64_t batches, float loss,
+                   double samples_per_s, double eta_s) {
+  constexpr int width = 24;
+  int filled = batches ? static_cast<int>(width * batch / batches) : width;
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+  std::fprintf(stderr, "\repoch %ld/%ld [%s] %ld/%ld loss %.4f %.0f samples/s ETA %d:%02d   ",
+               static_cast<long>(epoch + 1), static_cast<long>(epochs), bar.c_str(),
+               static_cast<long>(batch), static_cast<long>(batches), loss, samples_per_s,
+               static_cast<int>(eta_s) / 60, static_cast<int>(eta_s) % 60);
+}
+
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::string& path, bool append) {
+    if (path.empty()) return;
+    out_.open(path, append ? std::ios::app : std::ios::trunc);
+    PAC_CHECK(out_.good(), "--metrics: cannot open '{}' for writing", path);
+  }
+  void write(const nlohmann::json& record) {
+    if (!out_.is_open()) return;
+    out_ << record.dump() << '\n';
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model) {
+  optim::NamedParameters params = model.named_parameters();
+  if (o.optimizer == "sgd") {
+    return std::make_unique<optim::Sgd>(
+        params, optim::SgdOptions{o.lr, o.momentum, 0.0f, o.weight_decay, o.nesterov});
+  }
+  if (o.optimizer == "adamw") {
+    return std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{o.lr, 0.9f, 0.999f, 1e-8f, o.weight_decay});
+  }
+  PAC_FAIL("--optimizer '{}' is not known; expected sgd or adamw", o.optimizer);
+}
+
+}  // namespace
+
+data::Dataset load_dataset(const TrainOptions& o, bool train) {
+  data::Dataset d;
+  if (o.data == "fashion-mnist" || o.data == "mnist") {
+    std::string dir = o.data_dir.empty() ? "/usr/share/datasets/" + o.data : o.data_dir;
+    d = data::load_mnist_like(o.data, dir, train);
+  } else if (o.data == "cifar10") {
+    d = data::load_cifar10(o.data_dir.empty() ? "data/cifar-10-batches-bin" : o.data_dir, train);
+  } else if (o.data == "synthetic") {
+    int64_t channels = o.model.in_channels ? o.model.in_channels : 3;
+    int64_t size = o.model.image_size ? o.model.image_size : 28;
+    int64_t classes = o.model.num_classes ? o.model.num_classes : 10;
+    d = data::make_synthetic(train ? o.synthetic_size : std::max<int64_t>(o.synthetic_size / 4, 1),
+                             channels, size, classes, o.seed * 2 + (train ? 0 : 1));
+  } else {
+    PAC_FAIL("--data '{}' is not known; expected fashion-mnist, mnist, cifar10 or synthetic",
+             o.data);
+  }
+  int64_t subset = train ? o.train_subset : o.test_subset;
+  if (subset > 0 && subset < d.size()) {
+    d.images = d.images.view_flat(0, {subset, d.channels(), d.height(), d.width()});
+    d.labels = d.labels.view_flat(0, {subset});
+  }
+  return d;
+}
+
+models::ModelConfig resolve_model_config(models::ModelConfig c, const data::Dataset& d) {
+  auto resolve = [&](int64_t& field, int64_t from_data, const char* option) {
+    PAC_CHECK(field == 0 || field == from_data, "{} {} does not match the data: {} has {}", option,
+              field, d.name, from_data);
+    field = from_data;
+  };
+  resolve(c.in_channels, d.channels(), "--in-channels");
+  resolve(c.num_classes, d.num_classes, "--num-classes");
+  PAC_CHECK(d.height() == d.width(), "{}: images are {}x{}; only square images are supported",
+            d.name, d.height(), d.width());
+  resolve(c.image_size, d.height(), "--image-size");
+  return c;
+}
+
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
+                    int64_t subset) {
+  data::Dataset d = dataset;
+  if (subset > 0 && subset < d.size()) {
+    d.images = d.images.view_flat(0, {subset, d.channels(), d.height(), d.width()});
+    d.labels = d.labels.view_flat(0, {subset});
+  }
+  data::Loader loader(d, {batch, false, 0, 0, 1, false});
+  bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  EvalResult r;
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  for (int64_t b = 0; b < loader.num_batches(); ++b) {
+    data::Batch batch_data = loader.batch(b);
+    Tensor logits = model(batch_data.images);
+    int64_t n = batch_data.labels.numel();
+    loss_sum += cross_entropy(logits, batch_data.labels).item() * n;
+    Tensor predicted = argmax(logits, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      correct += predicted.data<int64_t>()[i] == batch_data.labels.data<int64_t>()[i];
+    }
+    r.samples += n;
+  }
+  model.train(was_training);
+  r.loss = r.samples ? loss_sum / r.samples : 0.0;
+  r.accuracy = r.samples ? static_cast<double>(correct) / r.samples : 0.0;
+  return r;
+}
+
+TrainResult train(const TrainOptions& o) {
+  PAC_CHECK(o.epochs > 0, "--epochs must be positive, got {}", o.epochs);
+  PAC_CHECK(o.batch > 0, "--batch must be positive, got {}", o.batch);
+  PAC_CHECK(o.max_steps >= 0, "--max-steps must be >= 0, got {}", o.max_steps);
+  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  cpu::set_num_threads(std::max(1, threads));
+  default_generator().manual_seed(o.seed);
+
+  data::Dataset train_set = load_dataset(o, true);
+  data::Dataset test_set = load_dataset(o, false);
+  models::ModelConfig config = resolve_model_config(o.model, train_set);
+  nn::ModulePtr model = models::make_model(config);
+  auto optimizer = make_optimizer(o, *model);
+
+  data::LoaderOptions loader_options{o.batch, true, o.seed, 0, 1, true, o.crop_padding, o.flip};
+  data::Loader loader(train_set, loader_options);
+  int64_t batches = loader.num_batches();
+  PAC_CHECK(batches > 0, "{} training samples make no full batch of {}", train_set.size(), o.batch);
+  int64_t total_steps = o.epochs * batches;
+  if (o.max_steps > 0) total_steps = std::min(total_steps, o.max_steps);
+  auto schedule = optim::parse_schedule(o.schedule, o.lr, total_steps, o.warmup);
+
+  RunPosition position;
+  if (!o.resume.empty()) {
+    auto loaded = load_checkpoint(o.resume, config, *model, optimizer.get());
+    PAC_CHECK(loaded.optimizer_name == o.optimizer,
+              "{}: checkpoint was trained with --optimizer {}, this run uses {}", o.resume,
+              loaded.optimizer_name, o.optimizer);
+    position = loaded.position;
+  }
+  MetricsWriter metrics(o.metrics, !o.resume.empty());
+  bool show_bar = !o.quiet && isatty(2);
+  if (!o.quiet) {
+    std::printf(
+        "training %s (%ld parameters) on %s: %ld samples, %ld steps per epoch%s\n",
+        model->describe().c_str(), static_cast<long>(model->num_parameters()),
+        train_set.name.c_str(), static_cast<long>(train_set.size()), static_cast<long>(batches),
+        o.resume.empty() ? "" : fmt::format(", resuming at step {}", position.step).c_str());
+  }
+
+  TrainResult result;
+  auto run_start = Clock::now();
+  model->train();
+  for (int64_t epoch = position.epoch; epoch < o.epochs && position.step < total_steps; ++epoch) {
+    loader.set_epoch(epoch);
+    auto epoch_start = Clock::now();
+    double loss_sum = 0.0;
+    int64_t loss_count = 0;
+    int64_t first_batch = epoch == position.epoch ? position.batch : 0;
+    for (int64_t b = first_batch; b < batches && position.step < total_steps; ++b) {
+      auto step_start = Clock::now();
+      float lr = schedule->lr(position.step);
+      optimizer->set_lr(lr);
+      data::Batch batch = loader.batch(b);
+      Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
+      optimizer->zero_grad();
+      loss.backward();
+      if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
+      optimizer->step();
+      ++position.step;
+      position.epoch = b + 1 == batches ? epoch + 1 : epoch;
+      position.batch = b + 1 == batches ? 0 : b + 1;
+
+      float value = loss.item();
+      PAC_CHECK(std::isfinite(value), "training diverged: loss is {} at step {}", value,
+                position.step);
+      loss_sum += value;
+      ++loss_count;
+      double step_s = seconds_since(step_start);
+      double samples_per_s = batch.labels.numel() / std::max(step_s, 1e-9);
+      if (position.step % o.log_every == 0 || b + 1 == batches || position.step == total_steps) {
+        metrics.write({{"kind", "step"},
+                       {"step", position.step},
+                       {"epoch", epoch},
+                       {"loss", value},
+                       {"lr", lr},
+                       {"samples_per_s", samples_per_s},
+                       {"step_s", step_s}});
+      }
+      if (show_bar) {
+        double per_step = seconds_since(epoch_start) / (b + 1 - first_batch);
+        draw_progress(epoch, o.epochs, b + 1, batches, value, samples_per_s,
+                      per_step * (total_steps - position.step));
+      }
+      if (o.checkpoint_every > 0 && !o.checkpoint.empty() &&
+          position.step % o.checkpoint_every == 0) {
+        save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
+      }
+    }
+    if (show_bar) std::fprintf(stderr, "\n");
+    result.train_loss = loss_count ? loss_sum / loss_count : 0.0;
+    result.test = evaluate(*model, test_set, 500, 0);
+    metrics.write({{"kind", "epoch"},
+                   {"epoch", epoch},
+                   {"train_loss", result.train_loss},
+                   {"test_loss", result.test.loss},
+                   {"test_acc", result.test.accuracy},
+                   {"wall_s", seconds_since(run_start)}});
+    if (!o.quiet) {
+      std::printf("epoch %ld: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%.0f s)\n",
+                  static_cast<long>(epoch + 1), result.train_loss, result.test.loss,
+                  100.0 * result.test.accuracy, seconds_since(epoch_start));
+      std::fflush(stdout);
+    }
+  }
+  if (!o.checkpoint.empty()) {
+    save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
+  }
+  result.steps = position.step;
+  return result;
+}
+
+}  // namespace pac

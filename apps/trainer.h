@@ -1,0 +1,58 @@
+// The training and evaluation loops behind `pactrain train` and `pactrain eval`, usable from C++
+// directly (the tests resume runs through them).
+#pragma once
+
+#include <string>
+
+#include "apps/data/dataset.h"
+#include "apps/models/registry.h"
+#include "layers/module.h"
+
+namespace pac {
+
+struct TrainOptions {
+  models::ModelConfig model;  // in_channels, num_classes, image_size: 0 = take from the data
+  std::string data = "fashion-mnist";
+  std::string data_dir;      // empty: the data set's default folder
+  int64_t train_subset = 0;  // > 0: use only the first N training samples
+  int64_t test_subset = 0;   // > 0: evaluate on the first N test samples
+  int64_t synthetic_size = 4096;
+
+  int64_t epochs = 10, max_steps = 0, batch = 128;
+  std::string optimizer = "sgd";
+  float lr = 0.1f, momentum = 0.9f, weight_decay = 5e-4f;
+  bool nesterov = false;
+  std::string schedule = "constant";
+  int64_t warmup = 0;
+  float label_smoothing = 0.0f, clip_grad = 0.0f;
+  int64_t crop_padding = 0;
+  bool flip = false;
+
+  uint64_t seed = 0;
+  int threads = 0;  // 0: every core
+  std::string metrics, checkpoint, resume;
+  int64_t checkpoint_every = 0;
+  int64_t log_every = 50;
+  bool quiet = false;
+};
+
+struct EvalResult {
+  double loss = 0.0, accuracy = 0.0;
+  int64_t samples = 0;
+};
+
+struct TrainResult {
+  EvalResult test;
+  double train_loss = 0.0;  // mean over the last epoch's steps
+  int64_t steps = 0;
+};
+
+TrainResult train(const TrainOptions& options);
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
+                    int64_t subset = 0);
+// Loads the named data set (train or test split) with the options' folder and sizes.
+data::Dataset load_dataset(const TrainOptions& options, bool train);
+// Fills the data-dependent model fields (0 = from the data) and checks given ones against it.
+models::ModelConfig resolve_model_config(models::ModelConfig config, const data::Dataset& data);
+
+}  // namespace pac
