@@ -1,0 +1,159 @@
+// The training app as a library: overfitting a batch, bit-identical resume, checkpoints of
+// another model refused, and the safetensors reader against corrupt files.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+
+#include "apps/checkpoint.h"
+#include "apps/safetensors.h"
+#include "apps/trainer.h"
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+
+using namespace pac;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("pactrain-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+// Steps until the loss on one fixed batch drops below `target`; -1 if it never does.
+int overfit(nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y,
+            float target, int max_steps) {
+  for (int step = 1; step <= max_steps; ++step) {
+    Tensor loss = cross_entropy(model(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    if (loss.item() < target) return step;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-20 and ViT-tiny overfit a batch of 64 images") {
+  default_generator().manual_seed(3);
+  Generator g(4);
+  Tensor x = g.randn({64, 1, 28, 28});
+  Tensor y = Tensor::empty({64}, DType::i64);
+  for (int64_t i = 0; i < 64; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(g.below(10));
+
+  auto resnet = models::make_model({"resnet20", 1, 10, 28});
+  optim::Sgd sgd(resnet->named_parameters(), {0.05f, 0.9f});
+  int resnet_steps = overfit(*resnet, sgd, x, y, 0.05f, 80);
+  INFO("resnet20 steps: " << resnet_steps);
+  CHECK(resnet_steps > 0);
+
+  models::ModelConfig vit{"vit-tiny", 1, 10, 28};
+  vit.patch = 7;  // 16 patches + the class token keep the test quick
+  auto transformer = models::make_model(vit);
+  optim::AdamW adamw(transformer->named_parameters(), {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f});
+  int vit_steps = overfit(*transformer, adamw, x, y, 0.05f, 80);
+  INFO("vit-tiny steps: " << vit_steps);
+  CHECK(vit_steps > 0);
+}
+
+TEST_CASE("a resumed run continues bit-identically") {
+  TrainOptions o;
+  o.model = {"resnet20", 0, 0, 0};
+  o.data = "synthetic";
+  o.synthetic_size = 96;
+  o.model.in_channels = 1;
+  o.model.image_size = 12;
+  o.batch = 16;
+  o.epochs = 2;  // 6 steps per epoch: the resume point crosses an epoch boundary
+  o.lr = 0.05f;
+  o.nesterov = true;
+  o.crop_padding = 2;
+  o.flip = true;
+  o.threads = 1;
+  o.quiet = true;
+  o.seed = 11;
+
+  std::string straight = temp_path("straight.safetensors");
+  std::string half = temp_path("half.safetensors");
+  std::string resumed = temp_path("resumed.safetensors");
+  o.checkpoint = straight;
+  CHECK(train(o).steps == 12);
+
+  o.checkpoint = half;
+  o.max_steps = 8;
+  CHECK(train(o).steps == 8);
+  o.checkpoint = resumed;
+  o.resume = half;
+  o.max_steps = 0;
+  CHECK(train(o).steps == 12);
+
+  TensorFile a = load_safetensors(straight), b = load_safetensors(resumed);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (auto& [name, t] : a.tensors) {
+    REQUIRE(b.tensors.count(name));
+    const Tensor& u = b.tensors.at(name);
+    REQUIRE(u.nbytes() == t.nbytes());
+    INFO(name);
+    CHECK(std::memcmp(t.raw_data(), u.raw_data(), t.nbytes()) == 0);
+  }
+
+  // A checkpoint of another model is refused by name.
+  o.model.name = "resnet32";
+  o.resume = half;
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("checkpoint is of another model"), Error);
+  for (const auto& p : {straight, half, resumed}) fs::remove(p);
+}
+
+TEST_CASE("safetensors round trip with masks and metadata; no temporary file left") {
+  std::string path = temp_path("roundtrip.safetensors");
+  TensorFile f;
+  f.tensors["w"] = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  f.tensors["w.mask"] = Tensor::from_vector({1, 0, 1, 1, 0, 1}, {2, 3}).to(DType::u8);
+  f.tensors["idx"] = Tensor::from_indices({7, 8}, {2});
+  f.metadata["note"] = "hello";
+  save_safetensors(path, f);
+  TensorFile g = load_safetensors(path);
+  CHECK(g.metadata.at("note") == "hello");
+  CHECK(g.tensors.at("w").to_vector() == f.tensors.at("w").to_vector());
+  CHECK(g.tensors.at("w.mask").dtype() == DType::u8);
+  CHECK(g.tensors.at("idx").to_vector() == std::vector<float>{7, 8});
+  for (auto& entry : fs::directory_iterator(fs::path(path).parent_path())) {
+    CHECK(entry.path().string().find(fs::path(path).filename().string() + ".tmp") ==
+          std::string::npos);
+  }
+  fs::remove(path);
+}
+
+TEST_CASE("corrupt safetensors files are refused with the problem named") {
+  std::string path = temp_path("corrupt.safetensors");
+  auto write_raw = [&](const std::string& header, size_t data_bytes, uint64_t declared = 0) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    uint64_t n = declared ? declared : header.size();
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
+    out << header << std::string(data_bytes, '\0');
+  };
+  write_raw("{}", 0, 1000);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("does not fit"), Error);
+  write_raw("{not json", 0);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("not valid JSON"), Error);
+  write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("outside the 4 data bytes"), Error);
+  write_raw(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("needs 12 bytes"), Error);
+  write_raw(R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", 8);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("dtype 'Q4'"), Error);
+  write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 12);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("trailing data"), Error);
+  write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
+  CHECK_NOTHROW(load_safetensors(path));
+  CHECK_THROWS_WITH_AS(read_checkpoint_config(path), doctest::Contains("not a pactrain checkpoint"),
+                       Error);
+  std::ofstream(path, std::ios::trunc) << "abc";
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("too short"), Error);
+  fs::remove(path);
+}
