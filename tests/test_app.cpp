@@ -2,8 +2,8 @@
 // another model refused, and the safetensors reader against corrupt files.
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "apps/checkpoint.h"
@@ -142,7 +142,8 @@ TEST_CASE("corrupt safetensors files are refused with the problem named") {
   write_raw("{not json", 0);
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("not valid JSON"), Error);
   write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4);
-  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("outside the 4 data bytes"), Error);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("outside the 4 data bytes"),
+                       Error);
   write_raw(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("needs 12 bytes"), Error);
   write_raw(R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", 8);

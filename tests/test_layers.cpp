@@ -2,6 +2,10 @@
 // outputs against the functional ops they wrap.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "layers/attention.h"
@@ -125,4 +129,51 @@ TEST_CASE("patch embedding, MLP, layer norm, embedding and dropout layers") {
   CHECK(zeros < 600);
   drop.eval();
   CHECK(drop(ones).to_vector() == ones.to_vector());
+}
+
+TEST_CASE("self-attention matches torch.nn.MultiheadAttention with the same weights") {
+  // Reference values from tests/fixtures/make_fixtures.py.
+  std::map<std::string, Tensor> ref;
+  std::ifstream in(std::string(PAC_FIXTURE_DIR) + "/reference.txt");
+  std::string header, values;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream hs(header), vs(values);
+    std::string name;
+    int rank;
+    hs >> name >> rank;
+    if (name.rfind("mha.", 0) != 0) continue;
+    Shape shape(rank);
+    for (auto& d : shape) hs >> d;
+    std::vector<float> data(shape_numel(shape));
+    for (auto& v : data) vs >> v;
+    ref[name.substr(4)] = Tensor::from_vector(data, shape);
+  }
+  REQUIRE(ref.size() == 12);
+  nn::MultiHeadAttention attn(8, 2);
+  {
+    NoGradGuard no_grad;
+    Tensor w = attn.in_proj_weight->data(), b = attn.in_proj_bias->data();
+    Tensor ow = attn.out_proj->weight->data(), ob = attn.out_proj->bias->data();
+    w.copy_(ref["in_proj_weight"]);
+    b.copy_(ref["in_proj_bias"]);
+    ow.copy_(ref["out_proj_weight"]);
+    ob.copy_(ref["out_proj_bias"]);
+  }
+  Tensor x = ref["x"].clone().requires_grad_();
+  Tensor y = attn(x);
+  y.backward(ref["gout"]);
+  auto close = [](const Tensor& got, const Tensor& want, const char* what) {
+    auto g = got.to_vector(), w = want.to_vector();
+    REQUIRE(g.size() == w.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      INFO(what << "[" << i << "]");
+      CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-4).scale(1.0));
+    }
+  };
+  close(y, ref["out"], "output");
+  close(x.grad(), ref["x.grad"], "grad x");
+  close(attn.in_proj_weight->grad(), ref["in_proj_weight.grad"], "grad in_proj_weight");
+  close(attn.in_proj_bias->grad(), ref["in_proj_bias.grad"], "grad in_proj_bias");
+  close(attn.out_proj->weight->grad(), ref["out_proj_weight.grad"], "grad out_proj.weight");
+  close(attn.out_proj->bias->grad(), ref["out_proj_bias.grad"], "grad out_proj.bias");
 }
