@@ -211,7 +211,7 @@ void Tensor::set_grad(const Tensor& grad) const {
 
 void Tensor::backward(const Tensor& grad_output) const { run_backward(*this, grad_output); }
 
-void Tensor::register_grad_ready_hook(GradReadyHook hook) {
+void Tensor::register_grad_ready_hook(GradReadyHook hook) const {
   PAC_CHECK(is_leaf() && requires_grad(),
             "register_grad_ready_hook: {} must be a leaf that requires grad", str());
   impl()->grad_ready_hooks.push_back(std::move(hook));

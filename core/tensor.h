@@ -97,7 +97,7 @@ class Tensor {
   Tensor grad() const { return Tensor(impl()->grad); }
   void set_grad(const Tensor& grad) const;
   void backward(const Tensor& grad_output = Tensor()) const;
-  void register_grad_ready_hook(GradReadyHook hook);
+  void register_grad_ready_hook(GradReadyHook hook) const;
 
   // Common ops as methods (defined with the ops in core/ops/).
   Tensor reshape(const Shape& shape) const;

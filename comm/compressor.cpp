@@ -1,0 +1,39 @@
+#include "comm/compressor.h"
+
+#include <chrono>
+
+namespace pac::comm {
+
+void Compressor::timed(const std::function<void()>& f) {
+  auto start = std::chrono::steady_clock::now();
+  f();
+  codec_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+namespace {
+
+class ThenWork : public Work {
+ public:
+  ThenWork(WorkPtr inner, std::function<void()> after)
+      : inner_(std::move(inner)), after_(std::move(after)) {}
+  void wait() override {
+    inner_->wait();
+    if (after_) {
+      auto f = std::move(after_);
+      after_ = nullptr;
+      f();
+    }
+  }
+
+ private:
+  WorkPtr inner_;
+  std::function<void()> after_;
+};
+
+}  // namespace
+
+WorkPtr then(WorkPtr inner, std::function<void()> after) {
+  return std::make_shared<ThenWork>(std::move(inner), std::move(after));
+}
+
+}  // namespace pac::comm

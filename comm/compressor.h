@@ -1,0 +1,55 @@
+// Compressor: how one gradient bucket is reduced, in the spirit of PyTorch's DDP comm hooks.
+// Given a bucket (its flat f32 gradient and the parameters it holds) and the process group, it
+// starts the reduction and returns a Work; once that Work is waited on, bucket.flat holds the
+// average over ranks (or the compressor's estimate of it). A compressor owns its state
+// (residuals, factors) and accounts for the time it spends encoding and decoding.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "layers/parameter.h"
+
+namespace pac::comm {
+
+struct BucketEntry {
+  std::string name;
+  nn::ParameterPtr param;
+  int64_t offset = 0;  // first element of this parameter's gradient in the flat buffer
+  int64_t numel = 0;
+};
+
+struct Bucket {
+  int index = 0;
+  Tensor flat;  // f32 [n]: the gradients of `entries`, back to back
+  std::vector<BucketEntry> entries;
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual std::string name() const = 0;
+  virtual WorkPtr reduce(Bucket& bucket, ProcessGroup& group) = 0;
+  double codec_seconds() const { return codec_seconds_; }
+
+ protected:
+  // Runs f and adds its duration to the codec time.
+  void timed(const std::function<void()>& f);
+  double codec_seconds_ = 0.0;
+};
+
+// A Work that runs `then` (on the waiting thread) after `inner` completes: decoding steps.
+WorkPtr then(WorkPtr inner, std::function<void()> after);
+
+using CompressorOptions = std::map<std::string, std::string>;
+// Builds a compressor by name from the registry (comm/compressors/registry.cpp); options are the
+// --compress-opt key=value pairs, and an unknown key is an error.
+std::unique_ptr<Compressor> make_compressor(const std::string& name,
+                                            const CompressorOptions& options);
+std::vector<std::string> compressor_names();
+
+}  // namespace pac::comm

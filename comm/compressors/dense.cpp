@@ -1,0 +1,23 @@
+// dense: the reference. One fp32 all-reduce of the whole bucket, averaged.
+#include "comm/compressors/builtin.h"
+
+namespace pac::comm {
+
+namespace {
+
+class Dense : public Compressor {
+ public:
+  std::string name() const override { return "dense"; }
+  WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    return group.all_reduce(bucket.flat, ReduceOp::avg);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_dense(const CompressorOptions& options) {
+  check_no_options("dense", options);
+  return std::make_unique<Dense>();
+}
+
+}  // namespace pac::comm

@@ -1,0 +1,338 @@
+// The MPI process group. All MPI calls happen on one communication thread, which runs the
+// collectives strictly in the order they were launched (the same order on every rank), while the
+// caller's thread goes on computing: this is what lets gradient all-reduces overlap backward.
+// The collectives are written out as ring algorithms over point-to-point messages, so the bytes
+// each rank sends are exactly the bytes counted.
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "comm/process_group.h"
+
+#ifdef PAC_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace pac::comm {
+
+#ifndef PAC_WITH_MPI
+ProcessGroupPtr make_mpi_group() {
+  PAC_FAIL("--backend mpi: this build has no MPI (install libopenmpi-dev and reconfigure)");
+}
+#else
+
+namespace {
+
+class MpiWork : public Work {
+ public:
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  void finish(std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = error;
+    done_cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// dst[i] = op(dst[i], src[i]) for n elements of `dtype`.
+void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
+  bool take_max = op == ReduceOp::max;
+  switch (dtype) {
+    case DType::f32: {
+      auto* d = static_cast<float*>(dst);
+      auto* s = static_cast<const float*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
+      return;
+    }
+    case DType::f16: {
+      auto* d = static_cast<Half*>(dst);
+      auto* s = static_cast<const Half*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        float a = half_to_float(d[i]), b = half_to_float(s[i]);
+        d[i] = float_to_half(take_max ? std::max(a, b) : a + b);
+      }
+      return;
+    }
+    case DType::bf16: {
+      auto* d = static_cast<BFloat16*>(dst);
+      auto* s = static_cast<const BFloat16*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        float a = bf16_to_float(d[i]), b = bf16_to_float(s[i]);
+        d[i] = float_to_bf16(take_max ? std::max(a, b) : a + b);
+      }
+      return;
+    }
+    case DType::i8: {
+      auto* d = static_cast<int8_t*>(dst);
+      auto* s = static_cast<const int8_t*>(src);
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = static_cast<int8_t>(take_max ? std::max(d[i], s[i]) : d[i] + s[i]);
+      return;
+    }
+    case DType::i32: {
+      auto* d = static_cast<int32_t*>(dst);
+      auto* s = static_cast<const int32_t*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
+      return;
+    }
+    default:
+      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i32)",
+               dtype_name(dtype));
+  }
+}
+
+void divide(Tensor& t, int by) {
+  switch (t.dtype()) {
+    case DType::f32: {
+      float* p = t.data<float>();
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] /= static_cast<float>(by);
+      return;
+    }
+    case DType::f16:
+    case DType::bf16: {
+      Tensor f = t.to(DType::f32);
+      divide(f, by);
+      t.copy_(f.to(t.dtype()));
+      return;
+    }
+    default:
+      PAC_FAIL("all_reduce: avg needs a floating-point tensor, got {}", t.str());
+  }
+}
+
+class MpiGroup : public ProcessGroup {
+ public:
+  MpiGroup() {
+    std::mutex ready_mutex;
+    std::condition_variable ready_cv;
+    bool ready = false;
+    std::exception_ptr init_error;
+    thread_ = std::thread([&] {
+      try {
+        int provided = 0;
+        int initialized = 0;
+        MPI_Initialized(&initialized);
+        if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local_rank_);
+        MPI_Comm_free(&node);
+      } catch (...) {
+        init_error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(ready_mutex);
+        ready = true;
+        ready_cv.notify_all();
+      }
+      if (!init_error) run_queue();
+    });
+    std::unique_lock<std::mutex> lock(ready_mutex);
+    ready_cv.wait(lock, [&] { return ready; });
+    if (init_error) {
+      lock.unlock();
+      thread_.join();
+      std::rethrow_exception(init_error);
+    }
+  }
+
+  ~MpiGroup() override {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      stopping_ = true;
+      queue_cv_.notify_all();
+    }
+    thread_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  std::string backend() const override { return "mpi"; }
+
+  WorkPtr all_reduce(Tensor t, ReduceOp op) override {
+    return launch([=, this]() mutable {
+      ring_reduce_scatter(t, op, "all_reduce");
+      ring_all_gather_chunks(t, "all_reduce");
+      if (op == ReduceOp::avg) divide(t, size_);
+    });
+  }
+
+  WorkPtr broadcast(Tensor t, int root) override {
+    PAC_CHECK(root >= 0 && root < size_, "broadcast: root {} is not a rank of {}", root, size_);
+    return launch([=, this]() mutable {
+      // A chain from the root: each rank receives from the one before it and forwards.
+      int position = (rank_ - root + size_) % size_;
+      int prev = (rank_ - 1 + size_) % size_, next = (rank_ + 1) % size_;
+      char* p = static_cast<char*>(t.raw_data());
+      const int64_t chunk = 1 << 20;
+      for (int64_t at = 0; at < static_cast<int64_t>(t.nbytes()); at += chunk) {
+        int n = static_cast<int>(std::min<int64_t>(chunk, t.nbytes() - at));
+        if (position > 0) MPI_Recv(p + at, n, MPI_BYTE, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (position < size_ - 1) {
+          MPI_Send(p + at, n, MPI_BYTE, next, 0, MPI_COMM_WORLD);
+          count_bytes("broadcast", n);
+        }
+      }
+    });
+  }
+
+  WorkPtr all_gather(Tensor in, Tensor out) override {
+    PAC_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype(),
+              "all_gather: output {} must hold {} x {}", out.str(), size_, in.str());
+    return all_gather_v(in, out, std::vector<int64_t>(size_, in.numel()));
+  }
+
+  WorkPtr all_gather_v(Tensor in, Tensor out, std::vector<int64_t> counts) override {
+    PAC_CHECK(static_cast<int>(counts.size()) == size_, "all_gather_v: {} counts for {} ranks",
+              counts.size(), size_);
+    PAC_CHECK(counts[rank_] == in.numel(), "all_gather_v: rank {} declares {} elements, has {}",
+              rank_, counts[rank_], in.numel());
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    PAC_CHECK(out.numel() == total && out.dtype() == in.dtype(),
+              "all_gather_v: output {} must hold {} elements of {}", out.str(), total,
+              dtype_name(in.dtype()));
+    return launch([=, this]() mutable {
+      std::vector<int64_t> offsets(size_ + 1, 0);
+      for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + counts[r];
+      size_t elem = dtype_size(in.dtype());
+      char* base = static_cast<char*>(out.raw_data());
+      std::memcpy(base + offsets[rank_] * elem, in.raw_data(), in.nbytes());
+      int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
+      for (int s = 0; s < size_ - 1; ++s) {
+        int send_block = (rank_ - s + size_) % size_, recv_block = (rank_ - s - 1 + size_) % size_;
+        exchange(base + offsets[send_block] * elem, counts[send_block] * elem, next,
+                 base + offsets[recv_block] * elem, counts[recv_block] * elem, prev, "all_gather");
+      }
+    });
+  }
+
+  WorkPtr reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
+    PAC_CHECK(
+        in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.numel() % size_ == 0,
+        "reduce_scatter: input {} must hold {} x output {}", in.str(), size_, out.str());
+    return launch([=, this]() mutable {
+      Tensor work = in.clone();
+      ring_reduce_scatter(work, op, "reduce_scatter");
+      out.copy_(work.view_flat(rank_ * out.numel(), out.shape()));
+      if (op == ReduceOp::avg) divide(out, size_);
+    });
+  }
+
+  void barrier() override {
+    launch([] { MPI_Barrier(MPI_COMM_WORLD); })->wait();
+  }
+
+ private:
+  WorkPtr launch(std::function<void()> task) {
+    auto work = std::make_shared<MpiWork>();
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    queue_.emplace_back([task = std::move(task), work] {
+      try {
+        task();
+        work->finish(nullptr);
+      } catch (...) {
+        work->finish(std::current_exception());
+      }
+    });
+    queue_cv_.notify_all();
+    return work;
+  }
+
+  void run_queue() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(queue_mutex_);
+        queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) break;  // stopping, and everything launched has run
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+    MPI_Finalize();
+  }
+
+  // Sends n_send bytes to `to` while receiving n_recv bytes from `from`, in slices MPI's int
+  // counts can hold.
+  void exchange(const void* send, int64_t n_send, int to, void* recv, int64_t n_recv, int from,
+                const char* collective) {
+    MPI_Sendrecv(send, static_cast<int>(n_send), MPI_BYTE, to, 1, recv, static_cast<int>(n_recv),
+                 MPI_BYTE, from, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    count_bytes(collective, static_cast<uint64_t>(n_send));
+  }
+
+  // The n elements split into `size_` nearly equal chunks; chunk c is [begin(c), begin(c + 1)).
+  int64_t chunk_begin(int64_t n, int c) const { return n * c / size_; }
+
+  // Ring reduce-scatter in place: afterwards this rank's chunk `rank_` holds the reduction.
+  void ring_reduce_scatter(Tensor& t, ReduceOp op, const char* collective) {
+    if (size_ == 1) return;
+    int64_t n = t.numel();
+    size_t elem = dtype_size(t.dtype());
+    char* base = static_cast<char*>(t.raw_data());
+    std::vector<char> incoming((n / size_ + 1) * elem);
+    int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
+    for (int s = 0; s < size_ - 1; ++s) {
+      int send_chunk = (rank_ - s - 1 + 2 * size_) % size_;
+      int recv_chunk = (rank_ - s - 2 + 2 * size_) % size_;
+      int64_t send_begin = chunk_begin(n, send_chunk),
+              send_n = chunk_begin(n, send_chunk + 1) - send_begin;
+      int64_t recv_begin = chunk_begin(n, recv_chunk),
+              recv_n = chunk_begin(n, recv_chunk + 1) - recv_begin;
+      exchange(base + send_begin * elem, send_n * elem, next, incoming.data(), recv_n * elem, prev,
+               collective);
+      reduce_into(base + recv_begin * elem, incoming.data(), recv_n, t.dtype(),
+                  op == ReduceOp::avg ? ReduceOp::sum : op);
+    }
+  }
+
+  // Ring all-gather of the chunks: rank r contributes chunk r.
+  void ring_all_gather_chunks(Tensor& t, const char* collective) {
+    int64_t n = t.numel();
+    size_t elem = dtype_size(t.dtype());
+    char* base = static_cast<char*>(t.raw_data());
+    int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
+    for (int s = 0; s < size_ - 1; ++s) {
+      int send_chunk = (rank_ - s + size_) % size_, recv_chunk = (rank_ - s - 1 + size_) % size_;
+      int64_t send_begin = chunk_begin(n, send_chunk),
+              send_n = chunk_begin(n, send_chunk + 1) - send_begin;
+      int64_t recv_begin = chunk_begin(n, recv_chunk),
+              recv_n = chunk_begin(n, recv_chunk + 1) - recv_begin;
+      exchange(base + send_begin * elem, send_n * elem, next, base + recv_begin * elem,
+               recv_n * elem, prev, collective);
+    }
+  }
+
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  std::thread thread_;
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<std::function<void()> > queue_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+ProcessGroupPtr make_mpi_group() { return std::make_shared<MpiGroup>(); }
+
+#endif
+
+}  // namespace pac::comm

@@ -1,0 +1,35 @@
+#include "comm/process_group.h"
+
+#include <cstdlib>
+
+namespace pac::comm {
+
+std::map<std::string, uint64_t> ProcessGroup::bytes_by_collective() const {
+  std::lock_guard<std::mutex> lock(bytes_mutex_);
+  return bytes_by_collective_;
+}
+
+void ProcessGroup::count_bytes(const std::string& collective, uint64_t bytes) {
+  bytes_sent_ += bytes;
+  std::lock_guard<std::mutex> lock(bytes_mutex_);
+  bytes_by_collective_[collective] += bytes;
+}
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(var)) return true;
+  }
+  return false;
+}
+
+ProcessGroupPtr make_process_group(const std::string& backend) {
+  if (backend == "local") return make_local_group();
+  if (backend == "mpi") return make_mpi_group();
+  if (backend == "auto") return launched_by_mpi() ? make_mpi_group() : make_local_group();
+  if (backend == "nccl") {
+    PAC_FAIL("--backend nccl needs GPU tensors; this build trains on the CPU (use mpi or auto)");
+  }
+  PAC_FAIL("--backend '{}' is not known; expected auto, local, mpi or nccl", backend);
+}
+
+}  // namespace pac::comm

@@ -1,0 +1,117 @@
+#include "comm/reducer.h"
+
+#include <chrono>
+
+#include "core/autograd.h"
+
+namespace pac::comm {
+
+Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compressor> compressor,
+                 const ReducerOptions& options)
+    : group_(std::move(group)), compressor_(std::move(compressor)), options_(options) {
+  PAC_CHECK(options.bucket_mb > 0.0 && options.first_bucket_mb > 0.0,
+            "reducer: bucket sizes must be positive, got {} MB and first {} MB", options.bucket_mb,
+            options.first_bucket_mb);
+  auto named = model.named_parameters();
+  PAC_CHECK(!named.empty(), "reducer: the model has no parameters");
+
+  // Every rank starts from rank 0's weights and buffers.
+  {
+    NoGradGuard no_grad;
+    std::vector<WorkPtr> pending;
+    for (auto& [name, p] : named) pending.push_back(group_->broadcast(p->data(), 0));
+    for (auto& [name, b] : model.named_buffers()) pending.push_back(group_->broadcast(b, 0));
+    for (auto& w : pending) w->wait();
+  }
+
+  // Buckets in reverse registration order, the first one small.
+  double cap_bytes = options.first_bucket_mb * 1024 * 1024;
+  Bucket current;
+  int64_t current_elements = 0;
+  auto close_bucket = [&] {
+    if (current.entries.empty()) return;
+    current.index = static_cast<int>(buckets_.size());
+    current.flat = Tensor::zeros({current_elements});
+    buckets_.push_back(std::move(current));
+    current = Bucket();
+    current_elements = 0;
+    cap_bytes = options.bucket_mb * 1024 * 1024;
+  };
+  for (auto it = named.rbegin(); it != named.rend(); ++it) {
+    const auto& [name, p] = *it;
+    current.entries.push_back({name, p, current_elements, p->numel()});
+    current_elements += p->numel();
+    if (current_elements * 4.0 >= cap_bytes) close_bucket();
+  }
+  close_bucket();
+
+  // Gradients become views into the buckets; each parameter's hook marks its bucket.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t e = 0; e < buckets_[b].entries.size(); ++e) {
+      auto& entry = buckets_[b].entries[e];
+      entry.param->data().set_grad(buckets_[b].flat.view_flat(entry.offset, entry.param->shape()));
+      entry.param->data().register_grad_ready_hook([this, b, e](Tensor&) { mark_ready(b, e); });
+    }
+    pending_.push_back(static_cast<int64_t>(buckets_[b].entries.size()));
+    ready_.emplace_back(buckets_[b].entries.size(), false);
+  }
+  work_.resize(buckets_.size());
+  bytes_at_step_start_ = group_->bytes_sent();
+}
+
+void Reducer::mark_ready(size_t bucket, size_t entry) {
+  PAC_CHECK(!ready_[bucket][entry],
+            "reducer: '{}' received a second gradient before finalize(); call finalize() after "
+            "every backward",
+            buckets_[bucket].entries[entry].name);
+  ready_[bucket][entry] = true;
+  if (--pending_[bucket] == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // Strictly in order, so every rank issues the same collectives in the same sequence.
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
+    work_[next_launch_] = compressor_->reduce(buckets_[next_launch_], *group_);
+    ++next_launch_;
+  }
+}
+
+ReducerStepStats Reducer::finalize() {
+  if (next_launch_ < buckets_.size()) {
+    std::vector<std::string> missing;
+    for (size_t b = next_launch_; b < buckets_.size(); ++b) {
+      for (size_t e = 0; e < buckets_[b].entries.size(); ++e) {
+        if (!ready_[b][e]) missing.push_back(buckets_[b].entries[e].name);
+      }
+    }
+    PAC_CHECK(options_.allow_unused,
+              "reducer: {} parameter(s) received no gradient this step (first: '{}'); every "
+              "parameter must take part in the loss, or allow unused parameters",
+              missing.size(), missing.empty() ? "" : missing.front());
+    for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;
+    launch_ready_buckets();  // unused gradients stay as they are (zero after zero_grad)
+  }
+  auto start = std::chrono::steady_clock::now();
+  double codec_before_wait = compressor_->codec_seconds();
+  for (auto& w : work_) {
+    w->wait();
+    w.reset();
+  }
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double decode_in_wait = compressor_->codec_seconds() - codec_before_wait;
+
+  ReducerStepStats stats;
+  stats.bytes_sent = group_->bytes_sent() - bytes_at_step_start_;
+  stats.codec_s = compressor_->codec_seconds() - codec_at_step_start_;
+  stats.comm_exposed_s = std::max(0.0, waited - decode_in_wait);
+  bytes_at_step_start_ = group_->bytes_sent();
+  codec_at_step_start_ = compressor_->codec_seconds();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    pending_[b] = static_cast<int64_t>(buckets_[b].entries.size());
+    ready_[b].assign(ready_[b].size(), false);
+  }
+  next_launch_ = 0;
+  return stats;
+}
+
+}  // namespace pac::comm

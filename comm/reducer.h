@@ -1,0 +1,61 @@
+// Reducer: DDP's gradient synchronisation. At construction it broadcasts every parameter and
+// buffer from rank 0, then groups the parameters, in reverse registration order (the order
+// backward produces their gradients), into flat buckets: a small first bucket so communication
+// starts early, then larger ones. Each parameter's .grad becomes a view into its bucket. During
+// backward, each parameter's grad-ready hook marks it; when a bucket is complete, it and any
+// complete buckets after it are handed to the compressor, strictly in bucket order, so the
+// all-reduces run while backward goes on. finalize() waits for all of them.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/compressor.h"
+#include "layers/module.h"
+
+namespace pac::comm {
+
+struct ReducerOptions {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool allow_unused = false;  // parameters without a gradient are reduced as zeros
+};
+
+struct ReducerStepStats {
+  uint64_t bytes_sent = 0;      // this rank, this step
+  double codec_s = 0.0;         // encode + decode time this step
+  double comm_exposed_s = 0.0;  // time finalize() waited: communication not hidden by backward
+};
+
+class Reducer {
+ public:
+  Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compressor> compressor,
+          const ReducerOptions& options = {});
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Waits until every bucket is reduced (the averaged gradients are in the parameters' .grad)
+  // and readies the reducer for the next backward. Call it after loss.backward().
+  ReducerStepStats finalize();
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  ProcessGroup& group() { return *group_; }
+  Compressor& compressor() { return *compressor_; }
+
+ private:
+  void mark_ready(size_t bucket, size_t entry);
+  void launch_ready_buckets();
+
+  ProcessGroupPtr group_;
+  std::unique_ptr<Compressor> compressor_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<int64_t> pending_;          // per bucket: parameters whose gradient is not yet ready
+  std::vector<std::vector<bool>> ready_;  // per bucket and parameter, this step
+  std::vector<WorkPtr> work_;             // per bucket, once launched
+  size_t next_launch_ = 0;
+  uint64_t bytes_at_step_start_ = 0;
+  double codec_at_step_start_ = 0.0;
+};
+
+}  // namespace pac::comm

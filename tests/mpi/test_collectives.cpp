@@ -1,0 +1,107 @@
+// Collectives against expected values computed from rank-dependent inputs, and the byte counts
+// of the ring algorithms.
+#include <doctest/doctest.h>
+
+#include "core/tensor.h"
+#include "tests/mpi/world.h"
+
+using namespace pac;
+using comm::ReduceOp;
+using pac::testing::world;
+
+namespace {
+
+// Element i on rank r: r + 1 + i / 10 (distinct per rank and per element).
+Tensor rank_values(int64_t n, int rank) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(rank + 1) + static_cast<float>(i) / 10;
+  return Tensor::from_vector(v, {n});
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce sum, avg and max of f32 with rank-dependent values") {
+  int p = world().size(), r = world().rank();
+  for (int64_t n : {1, 7, 1000, 100003}) {
+    CAPTURE(n);
+    Tensor sum = rank_values(n, r), avg = rank_values(n, r), mx = rank_values(n, r);
+    auto w1 = world().all_reduce(sum, ReduceOp::sum);
+    auto w2 = world().all_reduce(avg, ReduceOp::avg);
+    auto w3 = world().all_reduce(mx, ReduceOp::max);
+    w1->wait();
+    w2->wait();
+    w3->wait();
+    double rank_sum = p * (p + 1) / 2.0;
+    for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 97)) {
+      double base = static_cast<double>(i) / 10;
+      REQUIRE(sum.to_vector()[i] == doctest::Approx(rank_sum + p * base).epsilon(1e-5));
+      REQUIRE(avg.to_vector()[i] == doctest::Approx(rank_sum / p + base).epsilon(1e-5));
+      REQUIRE(mx.to_vector()[i] == doctest::Approx(p + base).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("all_reduce of integer and 16-bit types") {
+  int p = world().size(), r = world().rank();
+  Tensor i8 = Tensor::full({5}, static_cast<float>(r % 2 ? -1 : 1)).to(DType::i8);
+  world().all_reduce(i8, ReduceOp::sum)->wait();
+  int expected = 0;
+  for (int k = 0; k < p; ++k) expected += k % 2 ? -1 : 1;
+  CHECK(i8.to_vector() == std::vector<float>(5, static_cast<float>(expected)));
+  Tensor i32 = Tensor::full({3}, static_cast<float>(r * 1000)).to(DType::i32);
+  world().all_reduce(i32, ReduceOp::max)->wait();
+  CHECK(i32.to_vector() == std::vector<float>(3, static_cast<float>((p - 1) * 1000)));
+  Tensor h = Tensor::full({9}, 0.5f * (r + 1)).to(DType::f16);
+  world().all_reduce(h, ReduceOp::sum)->wait();
+  CHECK(h.to_vector()[8] == doctest::Approx(0.5 * p * (p + 1) / 2));
+}
+
+TEST_CASE("ring all_reduce sends 2 (P - 1) / P of the buffer") {
+  int p = world().size();
+  int64_t n = 1200 * p;
+  Tensor t = rank_values(n, world().rank());
+  uint64_t before = world().bytes_sent();
+  world().all_reduce(t, ReduceOp::sum)->wait();
+  CHECK(world().bytes_sent() - before == static_cast<uint64_t>(2 * (p - 1) * (n / p) * 4));
+}
+
+TEST_CASE("broadcast from every root") {
+  int p = world().size(), r = world().rank();
+  for (int root = 0; root < p; ++root) {
+    Tensor t = rank_values(3000, r);
+    world().broadcast(t, root)->wait();
+    CHECK(t.to_vector() == rank_values(3000, root).to_vector());
+  }
+}
+
+TEST_CASE("all_gather and variable-size all_gather_v") {
+  int p = world().size(), r = world().rank();
+  Tensor out = Tensor::zeros({4 * p});
+  world().all_gather(rank_values(4, r), out)->wait();
+  for (int k = 0; k < p; ++k) {
+    CHECK(out.to_vector()[4 * k + 3] == doctest::Approx(k + 1 + 0.3));
+  }
+  // Rank k contributes k + 1 elements.
+  std::vector<int64_t> counts(p);
+  int64_t total = 0;
+  for (int k = 0; k < p; ++k) total += counts[k] = k + 1;
+  Tensor gathered = Tensor::zeros({total});
+  world().all_gather_v(rank_values(r + 1, r), gathered, counts)->wait();
+  int64_t at = 0;
+  for (int k = 0; k < p; ++k) {
+    CHECK(gathered.to_vector()[at] == doctest::Approx(k + 1));
+    CHECK(gathered.to_vector()[at + k] == doctest::Approx(k + 1 + k / 10.0));
+    at += k + 1;
+  }
+  CHECK_THROWS_AS(world().all_gather_v(rank_values(r + 2, r), gathered, counts), Error);
+}
+
+TEST_CASE("reduce_scatter leaves block r, reduced, on rank r") {
+  int p = world().size(), r = world().rank();
+  Tensor in = rank_values(5 * p, r), out = Tensor::zeros({5});
+  world().reduce_scatter(in, out, ReduceOp::sum)->wait();
+  double rank_sum = p * (p + 1) / 2.0;
+  for (int64_t i = 0; i < 5; ++i) {
+    CHECK(out.to_vector()[i] == doctest::Approx(rank_sum + p * (5 * r + i) / 10.0));
+  }
+}
