@@ -68,6 +68,7 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
       {"step", std::to_string(position.step)},
       {"epoch", std::to_string(position.epoch)},
       {"batch", std::to_string(position.batch)},
+      {"world_size", std::to_string(position.world_size)},
       {"optimizer", optimizer_name},
       {"generator", fmt::format("{} {} {} {}", state[0], state[1], state[2], state[3])},
   };
@@ -143,7 +144,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelCon
       PAC_FAIL("{}: metadata '{}' is not an integer", path, key);
     }
   };
-  out.position = {number("step"), number("epoch"), number("batch")};
+  out.position = {number("step"), number("epoch"), number("batch"), number("world_size")};
   out.optimizer_name = require_metadata(file, "optimizer", path);
   if (optimizer) {
     Generator::State state;

@@ -16,6 +16,7 @@ struct RunPosition {
   int64_t step = 0;   // optimizer steps taken
   int64_t epoch = 0;  // epoch the next step belongs to
   int64_t batch = 0;  // batch index within that epoch
+  int64_t world_size = 1;
 };
 
 std::string model_config_json(const models::ModelConfig& config);

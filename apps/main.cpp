@@ -8,6 +8,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/trainer.h"
+#include "comm/compressor.h"
 #include "core/cpu/threads.h"
 
 using namespace pac;
@@ -80,6 +81,22 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--crop-padding", o.crop_padding, "random crop after padding (0: off)")
       ->capture_default_str();
   train_cmd->add_flag("--flip", o.flip, "random horizontal flips");
+  train_cmd
+      ->add_option("--backend", o.backend, "auto (mpi under mpirun, else local), local, mpi, nccl")
+      ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}))
+      ->capture_default_str();
+  train_cmd
+      ->add_option(
+          "--compress", o.compress,
+          "gradient compressor: " + fmt::format("{}", fmt::join(comm::compressor_names(), ", ")))
+      ->capture_default_str();
+  std::vector<std::string> compress_opts;
+  train_cmd->add_option("--compress-opt", compress_opts,
+                        "compressor option key=value (repeatable)");
+  train_cmd->add_option("--bucket-mb", o.bucket_mb, "gradient bucket size (MB)")
+      ->capture_default_str();
+  train_cmd->add_option("--first-bucket-mb", o.first_bucket_mb, "first (small) bucket size (MB)")
+      ->capture_default_str();
   train_cmd->add_option("--seed", o.seed, "random seed")->capture_default_str();
   train_cmd->add_option("--threads", o.threads, "CPU threads (0: every core)")
       ->capture_default_str();
@@ -119,6 +136,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train_cmd) {
+      for (const auto& kv : compress_opts) {
+        auto eq = kv.find('=');
+        PAC_CHECK(eq != std::string::npos && eq > 0, "--compress-opt '{}' must be key=value", kv);
+        o.compress_options[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
       train(o);
     } else if (*eval_cmd) {
       models::ModelConfig config = read_checkpoint_config(eval_checkpoint);

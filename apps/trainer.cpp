@@ -10,6 +10,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
+#include "comm/reducer.h"
 #include "core/autograd.h"
 #include "core/cpu/threads.h"
 #include "core/generator.h"
@@ -70,6 +71,29 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
         params, optim::AdamWOptions{o.lr, 0.9f, 0.999f, 1e-8f, o.weight_decay});
   }
   PAC_FAIL("--optimizer '{}' is not known; expected sgd or adamw", o.optimizer);
+}
+
+// Every rank must run the same model, compressor and batch; a mismatch would hang or silently
+// corrupt the run, so it is found at start-up by comparing a hash of the settings.
+void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
+                       const models::ModelConfig& config) {
+  if (group.size() == 1) return;
+  std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config),
+                                     o.compress, fmt::join(o.compress_options, ","), o.bucket_mb,
+                                     o.first_bucket_mb, o.batch, o.optimizer, o.seed);
+  int32_t hash = static_cast<int32_t>(std::hash<std::string>{}(settings)&0x3fffffff);
+  Tensor bounds =
+      Tensor::from_vector({static_cast<float>(hash & 0xffff), static_cast<float>(hash >> 16),
+                           -static_cast<float>(hash & 0xffff), -static_cast<float>(hash >> 16)},
+                          {4})
+          .to(DType::i32);
+  group.all_reduce(bounds, comm::ReduceOp::max)->wait();
+  auto v = bounds.to_vector();
+  PAC_CHECK(v[0] == -v[2] && v[1] == -v[3],
+            "rank {}: the ranks were started with different settings (model, --compress, "
+            "--compress-opt, bucket sizes, --batch, --optimizer or --seed); start every rank with "
+            "the same command line",
+            group.rank());
 }
 
 }  // namespace
@@ -152,13 +176,26 @@ TrainResult train(const TrainOptions& o) {
   cpu::set_num_threads(std::max(1, threads));
   default_generator().manual_seed(o.seed);
 
+  comm::ProcessGroupPtr group = comm::make_process_group(o.backend);
+  const int rank = group->rank(), world = group->size();
+  const bool leader = rank == 0;  // prints, writes metrics and checkpoints
+
   data::Dataset train_set = load_dataset(o, true);
   data::Dataset test_set = load_dataset(o, false);
   models::ModelConfig config = resolve_model_config(o.model, train_set);
   nn::ModulePtr model = models::make_model(config);
   auto optimizer = make_optimizer(o, *model);
 
-  data::LoaderOptions loader_options{o.batch, true, o.seed, 0, 1, true, o.crop_padding, o.flip};
+  check_ranks_agree(*group, o, config);
+  std::unique_ptr<comm::Reducer> reducer;
+  if (world > 1 || o.compress != "dense") {
+    reducer = std::make_unique<comm::Reducer>(
+        *model, group, comm::make_compressor(o.compress, o.compress_options),
+        comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, false});
+  }
+
+  data::LoaderOptions loader_options{o.batch, true, o.seed,         rank,
+                                     world,   true, o.crop_padding, o.flip};
   data::Loader loader(train_set, loader_options);
   int64_t batches = loader.num_batches();
   PAC_CHECK(batches > 0, "{} training samples make no full batch of {}", train_set.size(), o.batch);
@@ -172,16 +209,26 @@ TrainResult train(const TrainOptions& o) {
     PAC_CHECK(loaded.optimizer_name == o.optimizer,
               "{}: checkpoint was trained with --optimizer {}, this run uses {}", o.resume,
               loaded.optimizer_name, o.optimizer);
+    PAC_CHECK(loaded.position.world_size == world,
+              "{}: checkpoint was written by {} ranks, this run has {}; resuming with another "
+              "world size would change the data order and the batch, so it is refused",
+              o.resume, loaded.position.world_size, world);
     position = loaded.position;
   }
-  MetricsWriter metrics(o.metrics, !o.resume.empty());
-  bool show_bar = !o.quiet && isatty(2);
-  if (!o.quiet) {
+  position.world_size = world;
+  MetricsWriter metrics(leader ? o.metrics : "", !o.resume.empty());
+  const bool quiet = o.quiet || !leader;
+  bool show_bar = !quiet && isatty(2);
+  if (!quiet) {
     std::printf(
         "training %s (%ld parameters) on %s: %ld samples, %ld steps per epoch%s\n",
         model->describe().c_str(), static_cast<long>(model->num_parameters()),
         train_set.name.c_str(), static_cast<long>(train_set.size()), static_cast<long>(batches),
         o.resume.empty() ? "" : fmt::format(", resuming at step {}", position.step).c_str());
+    if (reducer) {
+      std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n", world,
+                  group->backend().c_str(), o.compress.c_str(), reducer->buckets().size());
+    }
   }
 
   TrainResult result;
@@ -201,6 +248,8 @@ TrainResult train(const TrainOptions& o) {
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
       optimizer->zero_grad();
       loss.backward();
+      comm::ReducerStepStats comm_stats;
+      if (reducer) comm_stats = reducer->finalize();
       if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
       optimizer->step();
       ++position.step;
@@ -215,26 +264,35 @@ TrainResult train(const TrainOptions& o) {
       double step_s = seconds_since(step_start);
       double samples_per_s = batch.labels.numel() / std::max(step_s, 1e-9);
       if (position.step % o.log_every == 0 || b + 1 == batches || position.step == total_steps) {
-        metrics.write({{"kind", "step"},
-                       {"step", position.step},
-                       {"epoch", epoch},
-                       {"loss", value},
-                       {"lr", lr},
-                       {"samples_per_s", samples_per_s},
-                       {"step_s", step_s}});
+        metrics.write(
+            {{"kind", "step"},
+             {"step", position.step},
+             {"epoch", epoch},
+             {"loss", value},
+             {"lr", lr},
+             {"samples_per_s", samples_per_s * world},
+             {"step_s", step_s},
+             {"bytes_sent", comm_stats.bytes_sent},
+             {"compute_s", std::max(0.0, step_s - comm_stats.comm_exposed_s - comm_stats.codec_s)},
+             {"codec_s", comm_stats.codec_s},
+             {"comm_exposed_s", comm_stats.comm_exposed_s},
+             {"world_size", world}});
       }
       if (show_bar) {
         double per_step = seconds_since(epoch_start) / (b + 1 - first_batch);
-        draw_progress(epoch, o.epochs, b + 1, batches, value, samples_per_s,
+        draw_progress(epoch, o.epochs, b + 1, batches, value, samples_per_s * world,
                       per_step * (total_steps - position.step));
       }
-      if (o.checkpoint_every > 0 && !o.checkpoint.empty() &&
+      if (leader && o.checkpoint_every > 0 && !o.checkpoint.empty() &&
           position.step % o.checkpoint_every == 0) {
         save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
       }
     }
     if (show_bar) std::fprintf(stderr, "\n");
     result.train_loss = loss_count ? loss_sum / loss_count : 0.0;
+    // The replicas are identical, so one evaluation is enough; the other ranks go on and meet
+    // rank 0 again at the next step's first all-reduce.
+    if (!leader) continue;
     result.test = evaluate(*model, test_set, 500, 0);
     metrics.write({{"kind", "epoch"},
                    {"epoch", epoch},
@@ -242,14 +300,14 @@ TrainResult train(const TrainOptions& o) {
                    {"test_loss", result.test.loss},
                    {"test_acc", result.test.accuracy},
                    {"wall_s", seconds_since(run_start)}});
-    if (!o.quiet) {
+    if (!quiet) {
       std::printf("epoch %ld: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%.0f s)\n",
                   static_cast<long>(epoch + 1), result.train_loss, result.test.loss,
                   100.0 * result.test.accuracy, seconds_since(epoch_start));
       std::fflush(stdout);
     }
   }
-  if (!o.checkpoint.empty()) {
+  if (leader && !o.checkpoint.empty()) {
     save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
   }
   result.steps = position.step;

@@ -2,6 +2,7 @@
 // directly (the tests resume runs through them).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "apps/data/dataset.h"
@@ -27,6 +28,12 @@ struct TrainOptions {
   float label_smoothing = 0.0f, clip_grad = 0.0f;
   int64_t crop_padding = 0;
   bool flip = false;
+
+  // Data-parallel training (mpirun -np N pactrain train ...).
+  std::string backend = "auto";
+  std::string compress = "dense";
+  std::map<std::string, std::string> compress_options;
+  double bucket_mb = 25.0, first_bucket_mb = 1.0;
 
   uint64_t seed = 0;
   int threads = 0;  // 0: every core

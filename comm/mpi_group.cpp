@@ -116,14 +116,11 @@ void divide(Tensor& t, int by) {
 class MpiGroup : public ProcessGroup {
  public:
   MpiGroup() {
-    std::mutex ready_mutex;
-    std::condition_variable ready_cv;
-    bool ready = false;
-    std::exception_ptr init_error;
-    thread_ = std::thread([&] {
+    // MPI starts on the communication thread, the only thread that ever calls it.
+    thread_ = std::thread([this] {
+      bool ok = true;
       try {
-        int provided = 0;
-        int initialized = 0;
+        int provided = 0, initialized = 0;
         MPI_Initialized(&initialized);
         if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -133,21 +130,22 @@ class MpiGroup : public ProcessGroup {
         MPI_Comm_rank(node, &local_rank_);
         MPI_Comm_free(&node);
       } catch (...) {
-        init_error = std::current_exception();
+        init_error_ = std::current_exception();
+        ok = false;
       }
       {
-        std::lock_guard<std::mutex> lock(ready_mutex);
-        ready = true;
-        ready_cv.notify_all();
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        started_ = true;
+        queue_cv_.notify_all();
       }
-      if (!init_error) run_queue();
+      if (ok) run_queue();
     });
-    std::unique_lock<std::mutex> lock(ready_mutex);
-    ready_cv.wait(lock, [&] { return ready; });
-    if (init_error) {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    queue_cv_.wait(lock, [&] { return started_; });
+    if (init_error_) {
       lock.unlock();
       thread_.join();
-      std::rethrow_exception(init_error);
+      std::rethrow_exception(init_error_);
     }
   }
 
@@ -327,6 +325,8 @@ class MpiGroup : public ProcessGroup {
   std::condition_variable queue_cv_;
   std::deque<std::function<void()> > queue_;
   bool stopping_ = false;
+  bool started_ = false;
+  std::exception_ptr init_error_;
 };
 
 }  // namespace
