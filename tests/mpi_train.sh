@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # End-to-end data-parallel check: 2 ranks train ResNet-20 on a Fashion-MNIST subset with the given
 # compressor, and the mean loss of the last 4 steps must be below 80% of the first 4.
-# Usage: tests/mpi_train.sh PACTRAIN MPIEXEC COMPRESSOR
+# Usage: tests/mpi_train.sh PACTRAIN MPIEXEC COMPRESSOR [KEY=VALUE ...]   (compressor options)
 set -euo pipefail
 pactrain="$1" mpiexec="$2" compressor="$3"
+shift 3
+options=()
+for kv in "$@"; do options+=(--compress-opt "$kv"); done
 metrics="$(mktemp)"
 trap 'rm -f "$metrics"' EXIT
 "$mpiexec" --oversubscribe -n 2 "$pactrain" train --model resnet20 --data fashion-mnist \
   --train-subset 2048 --test-subset 200 --max-steps 24 --batch 32 --lr 0.05 --threads 1 --quiet \
-  --metrics "$metrics" --log-every 1 --compress "$compressor"
+  --metrics "$metrics" --log-every 1 --compress "$compressor" "${options[@]}"
 awk -F'"loss":' '/"kind":"step"/ { split($2, a, ","); loss[n++] = a[1] }
   END {
     if (n < 8) { print "too few step records: " n; exit 1 }

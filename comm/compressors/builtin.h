@@ -9,6 +9,9 @@ namespace pac::comm {
 std::unique_ptr<Compressor> make_dense(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_fp16(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_bf16(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_randomk(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_terngrad(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_topk(const CompressorOptions& options);
 
 // Throws when a compressor that takes no options is given one.
 void check_no_options(const char* compressor, const CompressorOptions& options);

@@ -12,9 +12,8 @@ using Factory = std::unique_ptr<Compressor> (*)(const CompressorOptions&);
 
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
-      {"dense", make_dense},
-      {"fp16", make_fp16},
-      {"bf16", make_bf16},
+      {"dense", make_dense}, {"fp16", make_fp16},       {"bf16", make_bf16},
+      {"topk", make_topk},   {"randomk", make_randomk}, {"terngrad", make_terngrad},
   };
   return table;
 }

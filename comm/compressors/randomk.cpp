@@ -1,0 +1,95 @@
+// randomk: each step every rank keeps the same k = ratio * n random coordinates of the bucket (the
+// indices come from a generator seeded by (seed, step, bucket), so no index is ever sent) and
+// all-reduces just those k values. With error feedback (the default) what was not sent is kept in
+// a residual and added to the next gradient; without it the kept values are scaled by n / k, which
+// makes the estimate unbiased.
+#include <algorithm>
+
+#include "comm/compressors/builtin.h"
+#include "comm/compressors/options.h"
+#include "core/generator.h"
+
+namespace pac::comm {
+
+namespace {
+
+class RandomK : public Compressor {
+ public:
+  RandomK(double ratio, bool error_feedback, uint64_t seed)
+      : ratio_(ratio), error_feedback_(error_feedback), seed_(seed) {}
+  std::string name() const override { return "randomk"; }
+
+  WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    Tensor flat = bucket.flat;
+    int64_t n = flat.numel();
+    int64_t k = std::clamp<int64_t>(static_cast<int64_t>(ratio_ * n), 1, n);
+    auto indices = std::make_shared<std::vector<int64_t>>();
+    Tensor values = Tensor::empty({k});
+    timed([&] {
+      uint64_t step = steps_[bucket.index]++;
+      Generator g(seed_ ^ (step * 0x9e3779b97f4a7c15ull) ^ (uint64_t(bucket.index) << 48));
+      // Floyd's sampling: k distinct indices in O(k) draws.
+      std::vector<int64_t> chosen;
+      chosen.reserve(k);
+      std::vector<bool> taken(n, false);
+      for (int64_t j = n - k; j < n; ++j) {
+        int64_t t = static_cast<int64_t>(g.below(j + 1));
+        if (taken[t]) t = j;
+        taken[t] = true;
+        chosen.push_back(t);
+      }
+      std::sort(chosen.begin(), chosen.end());
+      *indices = std::move(chosen);
+      float* acc = flat.data<float>();
+      if (error_feedback_) {
+        Tensor& residual = residual_for(bucket);
+        float* r = residual.data<float>();
+        for (int64_t i = 0; i < n; ++i) acc[i] += r[i];
+      }
+      float scale = error_feedback_ ? 1.0f : static_cast<float>(n) / static_cast<float>(k);
+      float* v = values.data<float>();
+      for (int64_t j = 0; j < k; ++j) v[j] = acc[(*indices)[j]] * scale;
+      if (error_feedback_) {
+        // The residual is everything not sent this step.
+        float* r = residual_for(bucket).data<float>();
+        std::copy(acc, acc + n, r);
+        for (int64_t j = 0; j < k; ++j) r[(*indices)[j]] = 0.0f;
+      }
+    });
+    return then(group.all_reduce(values, ReduceOp::avg), [this, flat, values, indices]() mutable {
+      timed([&] {
+        flat.zero_();
+        float* out = flat.data<float>();
+        const float* v = values.data<float>();
+        for (size_t j = 0; j < indices->size(); ++j) out[(*indices)[j]] = v[j];
+      });
+    });
+  }
+
+ private:
+  Tensor& residual_for(const Bucket& bucket) {
+    Tensor& r = residuals_[bucket.index];
+    if (!r.defined()) r = Tensor::zeros(bucket.flat.shape());
+    return r;
+  }
+
+  double ratio_;
+  bool error_feedback_;
+  uint64_t seed_;
+  std::map<int, Tensor> residuals_;
+  std::map<int, uint64_t> steps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_randomk(const CompressorOptions& options) {
+  OptionReader read("randomk", options);
+  double ratio = read.number("ratio", 0.01);
+  bool error_feedback = read.flag("error_feedback", true);
+  auto seed = static_cast<uint64_t>(read.number("seed", 0));
+  read.finish();
+  PAC_CHECK(ratio > 0.0 && ratio <= 1.0, "randomk: ratio must be in (0, 1], got {}", ratio);
+  return std::make_unique<RandomK>(ratio, error_feedback, seed);
+}
+
+}  // namespace pac::comm

@@ -1,0 +1,126 @@
+// The sparsifying and quantising compressors across real ranks: randomk and terngrad are
+// unbiased, topk's error feedback eventually transmits every coordinate exactly, and each one's
+// bytes on the wire match its formula.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "comm/compressor.h"
+#include "core/generator.h"
+#include "layers/parameter.h"
+#include "tests/mpi/world.h"
+
+using namespace pac;
+using pac::testing::world;
+
+namespace {
+
+// Rank r's gradient: a fixed pattern that differs per rank.
+Tensor gradient_of(int rank, int64_t n) {
+  Generator g(1000 + rank);
+  return g.randn({n});
+}
+
+Tensor average_gradient(int64_t n) {
+  Tensor avg = Tensor::zeros({n});
+  for (int r = 0; r < world().size(); ++r) {
+    auto g = gradient_of(r, n).to_vector();
+    for (int64_t i = 0; i < n; ++i) avg.data<float>()[i] += g[i] / world().size();
+  }
+  return avg;
+}
+
+comm::Bucket bucket_of(const Tensor& flat, std::vector<Shape> shapes) {
+  comm::Bucket b;
+  b.flat = flat;
+  int64_t offset = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto p = std::make_shared<nn::Parameter>(Tensor::zeros(shapes[i]));
+    b.entries.push_back({"p" + std::to_string(i), p, offset, p->numel()});
+    offset += p->numel();
+  }
+  return b;
+}
+
+// Mean of `trials` reductions of this rank's gradient.
+Tensor mean_estimate(comm::Compressor& c, int64_t n, int trials) {
+  Tensor total = Tensor::zeros({n});
+  Tensor mine = gradient_of(world().rank(), n);
+  for (int t = 0; t < trials; ++t) {
+    comm::Bucket b = bucket_of(mine.clone(), {{n}});
+    c.reduce(b, world())->wait();
+    for (int64_t i = 0; i < n; ++i) total.data<float>()[i] += b.flat.data<float>()[i] / trials;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("randomk without error feedback and terngrad are unbiased") {
+  const int64_t n = 40;
+  Tensor want = average_gradient(n);
+  auto randomk = comm::make_compressor("randomk", {{"ratio", "0.25"}, {"error_feedback", "false"}});
+  auto terngrad = comm::make_compressor("terngrad", {});
+  for (auto* c : {randomk.get(), terngrad.get()}) {
+    CAPTURE(c->name());
+    Tensor got = mean_estimate(*c, n, 3000);
+    for (int64_t i = 0; i < n; ++i) {
+      REQUIRE(std::abs(got.to_vector()[i] - want.to_vector()[i]) < 0.15);
+    }
+  }
+}
+
+TEST_CASE("topk and randomk with error feedback transmit every coordinate's value eventually") {
+  const int64_t rows = 10, cols = 6, n = rows * cols + 4;  // a matrix and a 1-D bias
+  Tensor want = average_gradient(n);
+  for (const char* name : {"topk", "randomk"}) {
+    CAPTURE(name);
+    auto c = comm::make_compressor(name, {{"ratio", name == std::string("topk") ? "0.1" : "0.25"}});
+    Tensor sent = Tensor::zeros({n});
+    // One step with the gradient, then zeros: the residual must drain completely.
+    for (int step = 0; step < 80; ++step) {
+      Tensor g = step == 0 ? gradient_of(world().rank(), n) : Tensor::zeros({n});
+      comm::Bucket b = bucket_of(g, {{rows, cols}, {4}});
+      c->reduce(b, world())->wait();
+      for (int64_t i = 0; i < n; ++i) sent.data<float>()[i] += b.flat.data<float>()[i];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      REQUIRE(sent.to_vector()[i] ==
+              doctest::Approx(want.to_vector()[i]).epsilon(1e-5).scale(1e-4));
+    }
+  }
+}
+
+TEST_CASE("bytes on the wire match each compressor's formula") {
+  int p = world().size(), r = world().rank();
+  if (p == 1) return;
+  auto ring = [&](int64_t n, int64_t element_bytes) {  // ring all-reduce, this rank
+    auto chunk = [&](int c) { return n * (c + 1) / p - n * c / p; };
+    return static_cast<uint64_t>(element_bytes * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
+  };
+  const int64_t n = 1000;
+  auto sent_by = [&](const char* name, comm::CompressorOptions options, std::vector<Shape> shapes) {
+    auto c = comm::make_compressor(name, options);
+    comm::Bucket b = bucket_of(gradient_of(r, n), shapes);
+    uint64_t before = world().bytes_sent();
+    c->reduce(b, world())->wait();
+    return world().bytes_sent() - before;
+  };
+  CHECK(sent_by("dense", {}, {{n}}) == ring(n, 4));
+  CHECK(sent_by("fp16", {}, {{n}}) == ring(n, 2));
+  CHECK(sent_by("randomk", {{"ratio", "0.05"}}, {{n}}) == ring(50, 4));
+  CHECK(sent_by("terngrad", {}, {{n}}) == ring(1, 4) + ring(n, 1));
+  // topk: k values and k indices all-gathered ((P - 1) blocks each), the 1-D part all-reduced.
+  CHECK(sent_by("topk", {{"ratio", "0.1"}}, {{99, 10}, {10}}) ==
+        static_cast<uint64_t>((p - 1) * 99 * 8) + ring(10, 4));
+}
+
+TEST_CASE("unknown or malformed compressor options are errors") {
+  CHECK_THROWS_WITH_AS(comm::make_compressor("topk", {{"ratoi", "0.1"}}),
+                       doctest::Contains("topk has no option 'ratoi'"), Error);
+  CHECK_THROWS_WITH_AS(comm::make_compressor("randomk", {{"ratio", "lots"}}),
+                       doctest::Contains("expected a number"), Error);
+  CHECK_THROWS_WITH_AS(comm::make_compressor("dense", {{"ratio", "1"}}),
+                       doctest::Contains("takes no options"), Error);
+  CHECK_THROWS_WITH_AS(comm::make_compressor("zip", {}), doctest::Contains("not known"), Error);
+}
