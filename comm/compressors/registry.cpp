@@ -11,10 +11,17 @@ namespace {
 using Factory = std::unique_ptr<Compressor> (*)(const CompressorOptions&);
 
 const std::vector<std::pair<std::string, Factory>>& registry() {
+  // clang-format off
   static const std::vector<std::pair<std::string, Factory>> table = {
-      {"dense", make_dense}, {"fp16", make_fp16},       {"bf16", make_bf16},
-      {"topk", make_topk},   {"randomk", make_randomk}, {"terngrad", make_terngrad},
+      {"dense", make_dense},
+      {"fp16", make_fp16},
+      {"bf16", make_bf16},
+      {"topk", make_topk},
+      {"randomk", make_randomk},
+      {"terngrad", make_terngrad},
+      {"powersgd", make_powersgd},
   };
+  // clang-format on
   return table;
 }
 

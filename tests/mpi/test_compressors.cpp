@@ -124,3 +124,50 @@ TEST_CASE("unknown or malformed compressor options are errors") {
                        doctest::Contains("takes no options"), Error);
   CHECK_THROWS_WITH_AS(comm::make_compressor("zip", {}), doctest::Contains("not known"), Error);
 }
+
+TEST_CASE("powersgd is exact for a rank-r average, sends only the factors, and starts dense") {
+  int p = world().size(), r = world().rank();
+  const int64_t rows = 20, cols = 12, rank = 2;
+  // M_r = U V_r^T with U shared by all ranks: the average is of rank 2.
+  Generator shared(5), own(50 + r);
+  Tensor u = shared.randn({rows, rank});
+  auto make_m = [&](int who) {
+    Generator g(50 + who);
+    Tensor v = g.randn({cols, rank});
+    Tensor m = Tensor::zeros({rows, cols});
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t k = 0; k < rank; ++k)
+          m.data<float>()[i * cols + j] +=
+              u.data<float>()[i * rank + k] * v.data<float>()[j * rank + k];
+    return m;
+  };
+  Tensor want = Tensor::zeros({rows * cols + 3});
+  for (int who = 0; who < p; ++who) {
+    auto m = make_m(who).to_vector();
+    for (int64_t i = 0; i < rows * cols; ++i) want.data<float>()[i] += m[i] / p;
+  }
+  Tensor flat = Tensor::zeros({rows * cols + 3});
+  std::copy_n(make_m(r).data<float>(), rows * cols, flat.data<float>());
+  for (int64_t i = 0; i < 3; ++i) {  // a bias, sent densely
+    flat.data<float>()[rows * cols + i] = static_cast<float>(r + i);
+    want.data<float>()[rows * cols + i] = (p - 1) / 2.0f + i;
+  }
+  auto c = comm::make_compressor("powersgd", {{"rank", "2"}, {"start_iter", "1"}});
+  comm::Bucket first = bucket_of(flat.clone(), {{rows, cols}, {3}});
+  uint64_t before = world().bytes_sent();
+  c->reduce(first, world())->wait();  // dense warm-up step
+  auto ring = [&](int64_t n) {
+    auto chunk = [&](int k) { return n * (k + 1) / p - n * k / p; };
+    return p == 1 ? 0u : static_cast<uint64_t>(4 * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
+  };
+  CHECK(world().bytes_sent() - before == ring(rows * cols + 3));
+  comm::Bucket b = bucket_of(flat.clone(), {{rows, cols}, {3}});
+  before = world().bytes_sent();
+  c->reduce(b, world())->wait();
+  CHECK(world().bytes_sent() - before == ring(3) + ring(rows * rank) + ring(cols * rank));
+  auto got = b.flat.to_vector(), expected = want.to_vector();
+  for (size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(got[i] == doctest::Approx(expected[i]).epsilon(1e-4).scale(1e-3));
+  }
+}
