@@ -11,14 +11,6 @@ import torch.nn.functional as F
 import torchvision
 from torchvision.models.vision_transformer import VisionTransformer
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--threads", type=int, default=1)
-parser.add_argument("--steps", type=int, default=10)
-parser.add_argument("--batch", type=int, default=64)
-parser.add_argument("--models", default="resnet20,resnet18,vit")
-args = parser.parse_args()
-torch.set_num_threads(args.threads)
-torch.manual_seed(0)
 
 
 class Block(nn.Module):
@@ -70,21 +62,34 @@ def make(name):
     raise SystemExit(f"unknown model {name}")
 
 
-for name in args.models.split(","):
-    model, channels = make(name)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(args.batch, channels, 28, 28)
-    y = torch.arange(args.batch) % 10
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--models", default="resnet20,resnet18,vit")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    for name in args.models.split(","):
+        model, channels = make(name)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x = torch.randn(args.batch, channels, 28, 28)
+        y = torch.arange(args.batch) % 10
 
-    def step():
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        def step():
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
 
-    step()
-    step()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
         step()
-    print(f"{name} {(time.perf_counter() - t0) / args.steps:.5f}", flush=True)
+        step()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        print(f"{name} {(time.perf_counter() - t0) / args.steps:.5f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
