@@ -144,7 +144,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelCon
       PAC_FAIL("{}: metadata '{}' is not an integer", path, key);
     }
   };
-  out.position = {number("step"), number("epoch"), number("batch"), number("world_size")};
+  // Checkpoints from before data-parallel training have no world size: they were single-process.
+  int64_t world_size = file.metadata.count("world_size") ? number("world_size") : 1;
+  out.position = {number("step"), number("epoch"), number("batch"), world_size};
   out.optimizer_name = require_metadata(file, "optimizer", path);
   if (optimizer) {
     Generator::State state;
