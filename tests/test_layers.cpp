@@ -2,9 +2,7 @@
 // outputs against the functional ops they wrap.
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -19,6 +17,7 @@
 #include "layers/patch_embedding.h"
 #include "layers/sequential.h"
 #include "layers/simple_layers.h"
+#include "tests/fixtures.h"
 
 using namespace pac;
 
@@ -134,19 +133,8 @@ TEST_CASE("patch embedding, MLP, layer norm, embedding and dropout layers") {
 TEST_CASE("self-attention matches torch.nn.MultiheadAttention with the same weights") {
   // Reference values from tests/fixtures/make_fixtures.py.
   std::map<std::string, Tensor> ref;
-  std::ifstream in(std::string(PAC_FIXTURE_DIR) + "/reference.txt");
-  std::string header, values;
-  while (std::getline(in, header) && std::getline(in, values)) {
-    std::istringstream hs(header), vs(values);
-    std::string name;
-    int rank;
-    hs >> name >> rank;
-    if (name.rfind("mha.", 0) != 0) continue;
-    Shape shape(rank);
-    for (auto& d : shape) hs >> d;
-    std::vector<float> data(shape_numel(shape));
-    for (auto& v : data) vs >> v;
-    ref[name.substr(4)] = Tensor::from_vector(data, shape);
+  for (const auto& [name, t] : pac::testing::reference_tensors()) {
+    if (name.rfind("mha.", 0) == 0) ref[name.substr(4)] = t.clone();
   }
   REQUIRE(ref.size() == 12);
   nn::MultiHeadAttention attn(8, 2);

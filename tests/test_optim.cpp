@@ -3,9 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "core/autograd.h"
 #include "core/generator.h"
@@ -13,29 +11,12 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+#include "tests/fixtures.h"
 
 using namespace pac;
+using pac::testing::fixture;
 
 namespace {
-
-Tensor fixture(const std::string& wanted) {
-  std::ifstream in(std::string(PAC_FIXTURE_DIR) + "/reference.txt");
-  std::string header, values;
-  while (std::getline(in, header) && std::getline(in, values)) {
-    std::istringstream hs(header), vs(values);
-    std::string name;
-    int rank;
-    hs >> name >> rank;
-    if (name != wanted) continue;
-    Shape shape(rank);
-    for (auto& d : shape) hs >> d;
-    std::vector<float> data(shape_numel(shape));
-    for (auto& v : data) vs >> v;
-    return Tensor::from_vector(data, shape);
-  }
-  FAIL("no fixture " << wanted);
-  return Tensor();
-}
 
 template <class Make>
 Tensor run_optimizer(Make make) {

@@ -3,48 +3,16 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "core/ops.h"
+#include "tests/fixtures.h"
 
 using namespace pac;
+using pac::testing::fixture;
 
 namespace {
-
-std::map<std::string, Tensor> load_reference() {
-  std::string path = std::string(PAC_FIXTURE_DIR) + "/reference.txt";
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  std::map<std::string, Tensor> tensors;
-  std::string header, values;
-  while (std::getline(in, header) && std::getline(in, values)) {
-    std::istringstream hs(header), vs(values);
-    std::string name;
-    int rank;
-    hs >> name >> rank;
-    Shape shape(rank);
-    for (auto& d : shape) hs >> d;
-    std::vector<float> data(shape_numel(shape));
-    for (auto& v : data) vs >> v;
-    REQUIRE_MESSAGE(!vs.fail(), "short value line for " << name);
-    tensors[name] = Tensor::from_vector(data, shape);
-  }
-  return tensors;
-}
-
-const std::map<std::string, Tensor>& reference() {
-  static const auto tensors = load_reference();
-  return tensors;
-}
-
-Tensor fixture(const std::string& name) {
-  auto it = reference().find(name);
-  REQUIRE_MESSAGE(it != reference().end(), "no reference tensor " << name);
-  return it->second.clone();
-}
 
 void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
   REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << shape_str(got.shape())
@@ -69,7 +37,7 @@ void check_case(const std::string& name, int inputs,
   out.backward(fixture(name + ".gout"));
   for (int i = 0; i < inputs; ++i) {
     std::string key = name + ".grad" + std::to_string(i);
-    if (reference().count(key)) check_close(in[i].grad(), fixture(key), key);
+    if (pac::testing::reference_tensors().count(key)) check_close(in[i].grad(), fixture(key), key);
   }
 }
 
