@@ -25,6 +25,13 @@ const std::map<std::string, Layout>& layouts() {
   return table;
 }
 
+// The shortcut where a block changes the shape: a strided 1x1 convolution and batch norm.
+std::shared_ptr<nn::Sequential> projection(int64_t in, int64_t out, int64_t stride) {
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, false),
+      std::make_shared<nn::BatchNorm2d>(out)});
+}
+
 // conv - bn - relu - conv - bn, plus the shortcut, then relu.
 class BasicBlock : public nn::Module {
  public:
@@ -33,12 +40,8 @@ class BasicBlock : public nn::Module {
     bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
     conv2_ = register_module("conv2", std::make_shared<nn::Conv2d>(out, out, 3, 1, 1, false));
     bn2_ = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
-    if (stride != 1 || in != out) {
-      downsample_ = register_module(
-          "downsample", std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-                            std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, false),
-                            std::make_shared<nn::BatchNorm2d>(out)}));
-    }
+    if (stride != 1 || in != out)
+      downsample_ = register_module("downsample", projection(in, out, stride));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = relu((*bn1_)((*conv1_)(x)));
@@ -66,12 +69,8 @@ class Bottleneck : public nn::Module {
     bn2_ = register_module("bn2", std::make_shared<nn::BatchNorm2d>(width));
     conv3_ = register_module("conv3", std::make_shared<nn::Conv2d>(width, out, 1, 1, 0, false));
     bn3_ = register_module("bn3", std::make_shared<nn::BatchNorm2d>(out));
-    if (stride != 1 || in != out) {
-      downsample_ = register_module(
-          "downsample", std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-                            std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, false),
-                            std::make_shared<nn::BatchNorm2d>(out)}));
-    }
+    if (stride != 1 || in != out)
+      downsample_ = register_module("downsample", projection(in, out, stride));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = relu((*bn1_)((*conv1_)(x)));
