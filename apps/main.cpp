@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train_cmd->add_option("--first-bucket-mb", o.first_bucket_mb, "first (small) bucket size (MB)")
       ->capture_default_str();
+  train_cmd->add_flag("--allow-unused-parameters", o.allow_unused_parameters,
+                      "data parallel: reduce parameters that got no gradient as zeros");
   train_cmd->add_option("--seed", o.seed, "random seed")->capture_default_str();
   train_cmd->add_option("--threads", o.threads, "CPU threads (0: every core)")
       ->capture_default_str();

@@ -191,7 +191,7 @@ TrainResult train(const TrainOptions& o) {
   if (world > 1 || o.compress != "dense") {
     reducer = std::make_unique<comm::Reducer>(
         *model, group, comm::make_compressor(o.compress, o.compress_options),
-        comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, false});
+        comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, o.allow_unused_parameters});
   }
 
   data::LoaderOptions loader_options{o.batch, true, o.seed,         rank,

@@ -34,6 +34,7 @@ struct TrainOptions {
   std::string compress = "dense";
   std::map<std::string, std::string> compress_options;
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
+  bool allow_unused_parameters = false;
 
   uint64_t seed = 0;
   int threads = 0;  // 0: every core
