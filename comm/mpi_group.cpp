@@ -268,10 +268,12 @@ class MpiGroup : public ProcessGroup {
     MPI_Finalize();
   }
 
-  // Sends n_send bytes to `to` while receiving n_recv bytes from `from`, in slices MPI's int
-  // counts can hold.
+  // Sends n_send bytes to `to` while receiving n_recv bytes from `from`.
   void exchange(const void* send, int64_t n_send, int to, void* recv, int64_t n_recv, int from,
                 const char* collective) {
+    PAC_CHECK(n_send <= INT32_MAX && n_recv <= INT32_MAX,
+              "{}: a ring step of {} bytes exceeds MPI's 2 GiB message limit; use smaller buckets",
+              collective, std::max(n_send, n_recv));
     MPI_Sendrecv(send, static_cast<int>(n_send), MPI_BYTE, to, 1, recv, static_cast<int>(n_recv),
                  MPI_BYTE, from, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     count_bytes(collective, static_cast<uint64_t>(n_send));
