@@ -1,8 +1,13 @@
-// topk (Top-k sparsification with error feedback, as in Lin et al.'s DGC without its extra
-// options): every rank adds its residual to the gradient, keeps its own k = ratio * n entries of
-// largest magnitude, and all-gathers their values and indices; the average is scattered back.
-// What was not sent stays in the residual for the next step. 1-D parameters (biases, norms) are
-// all-reduced densely, as DGC does: they are small and sensitive.
+// topk (Top-k sparsification with error feedback): every rank adds its residual to the gradient,
+// keeps its own k = ratio * n entries of largest magnitude, and all-gathers their values and
+// indices; the average is scattered back. What was not sent stays in the residual for the next
+// step. 1-D parameters (biases, norms) are all-reduced densely, as DGC does.
+// Deep Gradient Compression's options (Lin et al. 2018):
+//   momentum=M     momentum correction: accumulate the velocity u = M u + g instead of g, so the
+//                  momentum is applied before sparsification (train with --momentum 0 then);
+//   masking=B      momentum factor masking: clear u where an entry was sent (default true);
+//   warmup_steps=N the density falls exponentially from 25% to `ratio` over the first N steps;
+//   clip=C         local gradient clipping to norm C / sqrt(world size) before accumulating.
 #include <algorithm>
 #include <cmath>
 
@@ -15,15 +20,21 @@ namespace {
 
 class TopK : public Compressor {
  public:
-  explicit TopK(double ratio) : ratio_(ratio) {}
+  struct Options {
+    double ratio = 0.01, momentum = 0.0, clip = 0.0;
+    bool masking = true;
+    int64_t warmup_steps = 0;
+  };
+  explicit TopK(const Options& options) : o_(options) {}
   std::string name() const override { return "topk"; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Tensor flat = bucket.flat;
     State& st = state_for(bucket);
     int64_t candidates = static_cast<int64_t>(st.sparse_positions.size());
+    double density = density_at(st.steps++);
     int64_t k = candidates
-                    ? std::clamp<int64_t>(static_cast<int64_t>(ratio_ * candidates), 1, candidates)
+                    ? std::clamp<int64_t>(static_cast<int64_t>(density * candidates), 1, candidates)
                     : 0;
     int world = group.size();
     auto values = Tensor::empty({k}), indices = Tensor::empty({k}, DType::i32);
@@ -31,15 +42,32 @@ class TopK : public Compressor {
     timed([&] {
       float* acc = flat.data<float>();
       float* r = st.residual.data<float>();
-      for (int64_t i = 0, n = flat.numel(); i < n; ++i) acc[i] += r[i];
+      int64_t n = flat.numel();
+      if (o_.clip > 0.0) {
+        double norm = 0.0;
+        for (int64_t i = 0; i < n; ++i) norm += double(acc[i]) * acc[i];
+        double limit = o_.clip / std::sqrt(static_cast<double>(world));
+        if (std::sqrt(norm) > limit) {
+          float scale = static_cast<float>(limit / (std::sqrt(norm) + 1e-12));
+          for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
+        }
+      }
+      if (o_.momentum > 0.0) {  // momentum correction: accumulate the velocity
+        float* u = st.velocity.data<float>();
+        float m = static_cast<float>(o_.momentum);
+        for (int64_t i = 0; i < n; ++i) acc[i] = u[i] = m * u[i] + acc[i];
+      }
+      for (int64_t i = 0; i < n; ++i) acc[i] += r[i];
       std::vector<int32_t> order(st.sparse_positions);
       std::nth_element(order.begin(), order.begin() + k, order.end(),
                        [&](int32_t a, int32_t b) { return std::abs(acc[a]) > std::abs(acc[b]); });
-      std::copy(acc, acc + flat.numel(), r);  // everything is residual until it is sent
+      std::copy(acc, acc + n, r);  // everything is residual until it is sent
+      float* u = o_.momentum > 0.0 && o_.masking ? st.velocity.data<float>() : nullptr;
       for (int64_t j = 0; j < k; ++j) {
         values.data<float>()[j] = acc[order[j]];
         indices.data<int32_t>()[j] = order[j];
         r[order[j]] = 0.0f;
+        if (u) u[order[j]] = 0.0f;  // momentum factor masking
       }
       for (size_t j = 0; j < st.dense_positions.size(); ++j) {
         dense.data<float>()[j] = acc[st.dense_positions[j]];
@@ -70,14 +98,23 @@ class TopK : public Compressor {
 
  private:
   struct State {
-    Tensor residual;
+    Tensor residual, velocity;
     std::vector<int32_t> sparse_positions, dense_positions;
+    int64_t steps = 0;
   };
+
+  // DGC's warm-up: 25%, then exponentially down to the target density over warmup_steps.
+  double density_at(int64_t step) const {
+    if (step >= o_.warmup_steps || o_.ratio >= 0.25) return o_.ratio;
+    double progress = static_cast<double>(step) / static_cast<double>(o_.warmup_steps);
+    return 0.25 * std::pow(o_.ratio / 0.25, progress);
+  }
 
   State& state_for(const Bucket& bucket) {
     State& st = states_[bucket.index];
     if (st.residual.defined()) return st;
     st.residual = Tensor::zeros(bucket.flat.shape());
+    st.velocity = Tensor::zeros(bucket.flat.shape());
     for (const auto& e : bucket.entries) {
       auto& positions = e.param->shape().size() <= 1 ? st.dense_positions : st.sparse_positions;
       for (int64_t i = 0; i < e.numel; ++i) positions.push_back(static_cast<int32_t>(e.offset + i));
@@ -85,7 +122,7 @@ class TopK : public Compressor {
     return st;
   }
 
-  double ratio_;
+  Options o_;
   std::map<int, State> states_;
 };
 
@@ -93,10 +130,18 @@ class TopK : public Compressor {
 
 std::unique_ptr<Compressor> make_topk(const CompressorOptions& options) {
   OptionReader read("topk", options);
-  double ratio = read.number("ratio", 0.01);
+  TopK::Options o;
+  o.ratio = read.number("ratio", 0.01);
+  o.momentum = read.number("momentum", 0.0);
+  o.masking = read.flag("masking", true);
+  o.warmup_steps = static_cast<int64_t>(read.number("warmup_steps", 0));
+  o.clip = read.number("clip", 0.0);
   read.finish();
-  PAC_CHECK(ratio > 0.0 && ratio <= 1.0, "topk: ratio must be in (0, 1], got {}", ratio);
-  return std::make_unique<TopK>(ratio);
+  PAC_CHECK(o.ratio > 0.0 && o.ratio <= 1.0, "topk: ratio must be in (0, 1], got {}", o.ratio);
+  PAC_CHECK(o.momentum >= 0.0 && o.momentum < 1.0, "topk: momentum must be in [0, 1), got {}",
+            o.momentum);
+  PAC_CHECK(o.warmup_steps >= 0 && o.clip >= 0.0, "topk: warmup_steps and clip must be >= 0");
+  return std::make_unique<TopK>(o);
 }
 
 }  // namespace pac::comm

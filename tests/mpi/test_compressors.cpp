@@ -7,6 +7,7 @@
 
 #include "comm/compressor.h"
 #include "core/generator.h"
+#include "core/ops.h"
 #include "layers/parameter.h"
 #include "tests/mpi/world.h"
 
@@ -169,5 +170,53 @@ TEST_CASE("powersgd is exact for a rank-r average, sends only the factors, and s
   auto got = b.flat.to_vector(), expected = want.to_vector();
   for (size_t i = 0; i < got.size(); ++i) {
     REQUIRE(got[i] == doctest::Approx(expected[i]).epsilon(1e-4).scale(1.0));
+  }
+}
+
+TEST_CASE("topk's DGC options: momentum correction, warm-up of the density, local clipping") {
+  int p = world().size();
+  const int64_t rows = 25, cols = 40, n = rows * cols;
+  SUBCASE("momentum correction sends the velocity of the average gradient") {
+    auto c =
+        comm::make_compressor("topk", {{"ratio", "1"}, {"momentum", "0.9"}, {"masking", "false"}});
+    Tensor velocity = Tensor::zeros({n});
+    for (int step = 0; step < 4; ++step) {
+      Generator g(10 * step + world().rank());
+      comm::Bucket b = bucket_of(g.randn({n}), {{rows, cols}});
+      c->reduce(b, world())->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        float avg = 0.0f;
+        for (int r = 0; r < p; ++r) {
+          Generator gr(10 * step + r);
+          avg += gr.randn({n}).data<float>()[i] / p;
+        }
+        velocity.data<float>()[i] = 0.9f * velocity.data<float>()[i] + avg;
+      }
+      auto got = b.flat.to_vector(), want = velocity.to_vector();
+      for (int64_t i = 0; i < n; i += 37) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
+    }
+  }
+  SUBCASE("the density warms up from 25% to the ratio") {
+    if (p == 1) return;
+    auto c = comm::make_compressor("topk", {{"ratio", "0.01"}, {"warmup_steps", "4"}});
+    std::vector<uint64_t> sent;
+    for (int step = 0; step < 6; ++step) {
+      comm::Bucket b = bucket_of(gradient_of(world().rank(), n), {{rows, cols}});
+      uint64_t before = world().bytes_sent();
+      c->reduce(b, world())->wait();
+      sent.push_back(world().bytes_sent() - before);
+    }
+    CHECK(sent[0] == static_cast<uint64_t>((p - 1) * 250 * 8));
+    CHECK(sent[1] < sent[0]);
+    CHECK(sent[4] == static_cast<uint64_t>((p - 1) * 10 * 8));
+    CHECK(sent[5] == sent[4]);
+  }
+  SUBCASE("local clipping bounds every rank's contribution") {
+    auto c = comm::make_compressor("topk", {{"ratio", "1"}, {"clip", "1.0"}});
+    comm::Bucket b = bucket_of(mul_scalar(gradient_of(world().rank(), n), 100.0f), {{rows, cols}});
+    c->reduce(b, world())->wait();
+    double norm = 0.0;
+    for (float v : b.flat.to_vector()) norm += double(v) * v;
+    CHECK(std::sqrt(norm) <= 1.0 / std::sqrt(p) + 1e-4);
   }
 }
