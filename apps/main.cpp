@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
       eval_options.model = config;
       data::Dataset test_set = load_dataset(eval_options, false);
       resolve_model_config(config, test_set);  // the data must fit the model
-      EvalResult r = evaluate(*model, test_set, eval_batch, 0);
+      EvalResult r = evaluate(*model, test_set, eval_batch);
       std::printf("%s on %s: %ld samples, loss %.4f, accuracy %.2f%%\n", config.name.c_str(),
                   test_set.name.c_str(), static_cast<long>(r.samples), r.loss, 100.0 * r.accuracy);
     } else if (*summary_cmd) {

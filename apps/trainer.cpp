@@ -137,14 +137,8 @@ models::ModelConfig resolve_model_config(models::ModelConfig c, const data::Data
   return c;
 }
 
-EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
-                    int64_t subset) {
-  data::Dataset d = dataset;
-  if (subset > 0 && subset < d.size()) {
-    d.images = d.images.view_flat(0, {subset, d.channels(), d.height(), d.width()});
-    d.labels = d.labels.view_flat(0, {subset});
-  }
-  data::Loader loader(d, {batch, false, 0, 0, 1, false});
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch) {
+  data::Loader loader(dataset, {batch, false, 0, 0, 1, false});
   bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -293,7 +287,7 @@ TrainResult train(const TrainOptions& o) {
     // The replicas are identical, so one evaluation is enough; the other ranks go on and meet
     // rank 0 again at the next step's first all-reduce.
     if (!leader) continue;
-    result.test = evaluate(*model, test_set, 500, 0);
+    result.test = evaluate(*model, test_set, 500);
     metrics.write({{"kind", "epoch"},
                    {"epoch", epoch},
                    {"train_loss", result.train_loss},

@@ -56,8 +56,7 @@ struct TrainResult {
 };
 
 TrainResult train(const TrainOptions& options);
-EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
-                    int64_t subset = 0);
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch);
 // Loads the named data set (train or test split) with the options' folder and sizes.
 data::Dataset load_dataset(const TrainOptions& options, bool train);
 // Fills the data-dependent model fields (0 = from the data) and checks given ones against it.

@@ -25,12 +25,19 @@ int main(int argc, char** argv) try {
     std::string arg = argv[i];
     PAC_CHECK(i + 1 < argc, "option {} needs a value", arg);
     std::string value = argv[++i];
-    if (arg == "--threads") threads = std::stoi(value);
-    else if (arg == "--steps") steps = std::stoll(value);
-    else if (arg == "--batch") batch = std::stoll(value);
-    else if (arg == "--models") model_list = value;
-    else if (arg == "--compress") compress = value;
-    else PAC_FAIL("unknown option '{}'; expected --threads, --steps, --batch, --models or --compress", arg);
+    if (arg == "--threads")
+      threads = std::stoi(value);
+    else if (arg == "--steps")
+      steps = std::stoll(value);
+    else if (arg == "--batch")
+      batch = std::stoll(value);
+    else if (arg == "--models")
+      model_list = value;
+    else if (arg == "--compress")
+      compress = value;
+    else
+      PAC_FAIL("unknown option '{}'; expected --threads, --steps, --batch, --models or --compress",
+               arg);
   }
   cpu::set_num_threads(threads);
   comm::ProcessGroupPtr group = comm::make_process_group("auto");

@@ -18,7 +18,7 @@ class ThenWork : public Work {
       : inner_(std::move(inner)), after_(std::move(after)) {}
   void wait() override {
     inner_->wait();
-    if (after_) {  // may be empty: then() of a plain Work
+    if (after_) {
       auto f = std::move(after_);
       after_ = nullptr;
       f();

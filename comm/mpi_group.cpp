@@ -288,7 +288,8 @@ class MpiGroup : public ProcessGroup {
     int64_t n = t.numel();
     size_t elem = dtype_size(t.dtype());
     char* base = static_cast<char*>(t.raw_data());
-    std::vector<char> incoming((n / size_ + 1) * elem);
+    // One receive buffer, kept across calls: this runs for every bucket of every step.
+    incoming_.resize(std::max(incoming_.size(), static_cast<size_t>((n / size_ + 1) * elem)));
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
       int send_chunk = (rank_ - s - 1 + 2 * size_) % size_;
@@ -297,9 +298,9 @@ class MpiGroup : public ProcessGroup {
               send_n = chunk_begin(n, send_chunk + 1) - send_begin;
       int64_t recv_begin = chunk_begin(n, recv_chunk),
               recv_n = chunk_begin(n, recv_chunk + 1) - recv_begin;
-      exchange(base + send_begin * elem, send_n * elem, next, incoming.data(), recv_n * elem, prev,
+      exchange(base + send_begin * elem, send_n * elem, next, incoming_.data(), recv_n * elem, prev,
                collective);
-      reduce_into(base + recv_begin * elem, incoming.data(), recv_n, t.dtype(),
+      reduce_into(base + recv_begin * elem, incoming_.data(), recv_n, t.dtype(),
                   op == ReduceOp::avg ? ReduceOp::sum : op);
     }
   }
@@ -328,6 +329,7 @@ class MpiGroup : public ProcessGroup {
   std::deque<std::function<void()> > queue_;
   bool stopping_ = false;
   bool started_ = false;
+  std::vector<char> incoming_;  // ring receive buffer; only the communication thread uses it
   std::exception_ptr init_error_;
 };
 

@@ -1,5 +1,6 @@
-// Storage: one reference-counted, 64-byte-aligned block of bytes from the caching allocator. Tensors are (storage, offset,
-// shape) triples, so many tensors can view one storage; gradient buckets rely on this.
+// Storage: one reference-counted, 64-byte-aligned block of bytes from the caching allocator.
+// Tensors are (storage, offset, shape) triples, so many tensors can view one storage; gradient
+// buckets rely on this.
 #pragma once
 
 #include <cstddef>

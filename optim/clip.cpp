@@ -15,7 +15,8 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
     Tensor g = p->grad();
     if (!g.defined()) continue;
     const float* pg = g.data<float>();
-    for (int64_t i = 0, count = g.numel(); i < count; ++i) total += static_cast<double>(pg[i]) * pg[i];
+    for (int64_t i = 0, count = g.numel(); i < count; ++i)
+      total += static_cast<double>(pg[i]) * pg[i];
   }
   float norm = static_cast<float>(std::sqrt(total));
   float scale = max_norm / (norm + 1e-6f);

@@ -10,7 +10,6 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,17 +24,8 @@ def worker(rank, args):
     for name in args.models.split(","):
         torch.manual_seed(0)
         model, channels = torch_step.make(name)
-        model = torch.nn.parallel.DistributedDataParallel(model)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        x = torch.randn(args.batch, channels, 28, 28)
-        y = torch.arange(args.batch) % 10
-
-        def step():
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-
+        step = torch_step.make_step(torch.nn.parallel.DistributedDataParallel(model), channels,
+                                    args.batch)
         step()
         step()
         dist.barrier()

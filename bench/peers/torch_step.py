@@ -62,6 +62,21 @@ def make(name):
     raise SystemExit(f"unknown model {name}")
 
 
+def make_step(model, channels, batch):
+    """One SGD-with-momentum training step of `model` on a fixed random batch."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, channels, 28, 28)
+    y = torch.arange(batch) % 10
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
@@ -73,16 +88,7 @@ def main():
     torch.manual_seed(0)
     for name in args.models.split(","):
         model, channels = make(name)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        x = torch.randn(args.batch, channels, 28, 28)
-        y = torch.arange(args.batch) % 10
-
-        def step():
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-
+        step = make_step(model, channels, args.batch)
         step()
         step()
         t0 = time.perf_counter()

@@ -78,7 +78,7 @@ class PowerSgd : public Compressor {
     std::vector<WorkPtr> first;
     if (dense.numel()) first.push_back(group.all_reduce(dense, ReduceOp::avg));
     if (all_p.numel()) first.push_back(group.all_reduce(all_p, ReduceOp::avg));
-    if (first.empty()) return then(group.all_reduce(flat, ReduceOp::avg), nullptr);
+    if (first.empty()) return group.all_reduce(flat, ReduceOp::avg);
     ProcessGroup* g = &group;
     return then(first.back(), [this, first, st, flat, all_p, dense, dense_positions, g]() mutable {
       for (auto& w : first) w->wait();
