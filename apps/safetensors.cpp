@@ -22,6 +22,8 @@ const char* format_name(DType dtype) {
       return "BF16";
     case DType::i8:
       return "I8";
+    case DType::i16:
+      return "I16";
     case DType::i32:
       return "I32";
     case DType::i64:
@@ -34,10 +36,11 @@ const char* format_name(DType dtype) {
 
 DType parse_dtype(const std::string& name, const std::string& path, const std::string& tensor) {
   for (DType d :
-       {DType::f32, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8}) {
+       {DType::f32, DType::f16, DType::bf16, DType::i8, DType::i16, DType::i32, DType::i64,
+        DType::u8}) {
     if (name == format_name(d)) return d;
   }
-  PAC_FAIL("{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I32, I64, U8", path,
+  PAC_FAIL("{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I16, I32, I64, U8", path,
            tensor, name);
 }
 

@@ -81,15 +81,7 @@ void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
   std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config),
                                      o.compress, fmt::join(o.compress_options, ","), o.bucket_mb,
                                      o.first_bucket_mb, o.batch, o.optimizer, o.seed);
-  int32_t hash = static_cast<int32_t>(std::hash<std::string>{}(settings)&0x3fffffff);
-  Tensor bounds =
-      Tensor::from_vector({static_cast<float>(hash & 0xffff), static_cast<float>(hash >> 16),
-                           -static_cast<float>(hash & 0xffff), -static_cast<float>(hash >> 16)},
-                          {4})
-          .to(DType::i32);
-  group.all_reduce(bounds, comm::ReduceOp::max)->wait();
-  auto v = bounds.to_vector();
-  PAC_CHECK(v[0] == -v[2] && v[1] == -v[3],
+  PAC_CHECK(comm::all_ranks_equal(group, std::hash<std::string>{}(settings)),
             "rank {}: the ranks were started with different settings (model, --compress, "
             "--compress-opt, bucket sizes, --batch, --optimizer or --seed); start every rank with "
             "the same command line",

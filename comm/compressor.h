@@ -35,11 +35,15 @@ class Compressor {
   virtual std::string name() const = 0;
   virtual WorkPtr reduce(Bucket& bucket, ProcessGroup& group) = 0;
   double codec_seconds() const { return codec_seconds_; }
+  // Passes over gradient data this compressor has run outside the collectives (encode, decode,
+  // pack, the average's division): the kernels a GPU build would launch.
+  uint64_t kernels() const { return kernels_; }
 
  protected:
-  // Runs f and adds its duration to the codec time.
+  // Runs f, one pass over the data, and adds its duration to the codec time.
   void timed(const std::function<void()>& f);
   double codec_seconds_ = 0.0;
+  uint64_t kernels_ = 0;
 };
 
 // A Work that runs `then` (on the waiting thread) after `inner` completes: decoding steps.

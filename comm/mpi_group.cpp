@@ -82,6 +82,13 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
         d[i] = static_cast<int8_t>(take_max ? std::max(d[i], s[i]) : d[i] + s[i]);
       return;
     }
+    case DType::i16: {
+      auto* d = static_cast<int16_t*>(dst);
+      auto* s = static_cast<const int16_t*>(src);
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = static_cast<int16_t>(take_max ? std::max(d[i], s[i]) : d[i] + s[i]);
+      return;
+    }
     case DType::i32: {
       auto* d = static_cast<int32_t*>(dst);
       auto* s = static_cast<const int32_t*>(src);
@@ -89,7 +96,7 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
       return;
     }
     default:
-      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i32)",
+      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i16, i32)",
                dtype_name(dtype));
   }
 }

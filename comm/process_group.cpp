@@ -15,6 +15,22 @@ void ProcessGroup::count_bytes(const std::string& collective, uint64_t bytes) {
   bytes_by_collective_[collective] += bytes;
 }
 
+bool all_ranks_equal(ProcessGroup& group, uint64_t value) {
+  if (group.size() == 1) return true;
+  // Four 16-bit pieces and their negations: max over ranks of -x is -(min of x), so the maximum
+  // and the minimum arrive in one all-reduce, exact in i32.
+  std::vector<float> pieces;
+  for (int i = 0; i < 4; ++i) pieces.push_back(static_cast<float>((value >> (16 * i)) & 0xffff));
+  for (int i = 0; i < 4; ++i) pieces.push_back(-pieces[i]);
+  Tensor t = Tensor::from_vector(pieces, {8}).to(DType::i32);
+  group.all_reduce(t, ReduceOp::max)->wait();
+  const int32_t* v = t.data<int32_t>();
+  for (int i = 0; i < 4; ++i) {
+    if (v[i] != -v[i + 4]) return false;
+  }
+  return true;
+}
+
 bool launched_by_mpi() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
     if (std::getenv(var)) return true;

@@ -32,7 +32,7 @@ class ProcessGroup {
   virtual int local_rank() const = 0;
   virtual std::string backend() const = 0;
 
-  // In place on `t` (f32, f16, bf16, i8 or i32; avg only for floating types).
+  // In place on `t` (f32, f16, bf16, i8, i16 or i32; avg only for floating types).
   virtual WorkPtr all_reduce(Tensor t, ReduceOp op) = 0;
   virtual WorkPtr broadcast(Tensor t, int root) = 0;
   // out [size * n] = every rank's `in` [n], in rank order.
@@ -57,6 +57,10 @@ class ProcessGroup {
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+// True when `value` is the same on every rank (one small all-reduce; every rank gets the answer,
+// so every rank can stop together). Used to check settings, masks and checksums.
+bool all_ranks_equal(ProcessGroup& group, uint64_t value);
 
 // True when this process was started by mpirun/mpiexec (or srun with PMIx).
 bool launched_by_mpi();

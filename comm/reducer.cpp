@@ -6,12 +6,37 @@
 
 namespace pac::comm {
 
-Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compressor> compressor,
-                 const ReducerOptions& options)
-    : group_(std::move(group)), compressor_(std::move(compressor)), options_(options) {
+std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
+                                 const ReducerOptions& options) {
   PAC_CHECK(options.bucket_mb > 0.0 && options.first_bucket_mb > 0.0,
             "reducer: bucket sizes must be positive, got {} MB and first {} MB", options.bucket_mb,
             options.first_bucket_mb);
+  std::vector<Bucket> buckets;
+  double cap_bytes = options.first_bucket_mb * 1024 * 1024;
+  Bucket current;
+  int64_t current_elements = 0;
+  auto close_bucket = [&] {
+    if (current.entries.empty()) return;
+    current.index = static_cast<int>(buckets.size());
+    current.flat = Tensor::zeros({current_elements});
+    buckets.push_back(std::move(current));
+    current = Bucket();
+    current_elements = 0;
+    cap_bytes = options.bucket_mb * 1024 * 1024;
+  };
+  for (auto it = named.rbegin(); it != named.rend(); ++it) {
+    const auto& [name, p] = *it;
+    current.entries.push_back({name, p, current_elements, p->numel()});
+    current_elements += p->numel();
+    if (current_elements * 4.0 >= cap_bytes) close_bucket();
+  }
+  close_bucket();
+  return buckets;
+}
+
+Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compressor> compressor,
+                 const ReducerOptions& options)
+    : group_(std::move(group)), compressor_(std::move(compressor)), options_(options) {
   auto named = model.named_parameters();
   PAC_CHECK(!named.empty(), "reducer: the model has no parameters");
 
@@ -24,26 +49,7 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
     for (auto& w : pending) w->wait();
   }
 
-  // Buckets in reverse registration order, the first one small.
-  double cap_bytes = options.first_bucket_mb * 1024 * 1024;
-  Bucket current;
-  int64_t current_elements = 0;
-  auto close_bucket = [&] {
-    if (current.entries.empty()) return;
-    current.index = static_cast<int>(buckets_.size());
-    current.flat = Tensor::zeros({current_elements});
-    buckets_.push_back(std::move(current));
-    current = Bucket();
-    current_elements = 0;
-    cap_bytes = options.bucket_mb * 1024 * 1024;
-  };
-  for (auto it = named.rbegin(); it != named.rend(); ++it) {
-    const auto& [name, p] = *it;
-    current.entries.push_back({name, p, current_elements, p->numel()});
-    current_elements += p->numel();
-    if (current_elements * 4.0 >= cap_bytes) close_bucket();
-  }
-  close_bucket();
+  buckets_ = make_buckets(named, options);
 
   // Gradients become views into the buckets; each parameter's hook marks its bucket.
   for (size_t b = 0; b < buckets_.size(); ++b) {

@@ -27,6 +27,12 @@ struct ReducerStepStats {
   double comm_exposed_s = 0.0;  // time finalize() waited: communication not hidden by backward
 };
 
+// The Reducer's bucket layout for these parameters (in registration order): reverse order, the
+// first bucket small. Each bucket's flat buffer is allocated; no gradient is attached. Also used
+// to predict bytes per step without a run (pactrain prune-report).
+std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
+                                 const ReducerOptions& options);
+
 class Reducer {
  public:
   Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compressor> compressor,

@@ -17,6 +17,8 @@ size_t dtype_size(DType dtype) {
       return 2;
     case DType::i8:
       return 1;
+    case DType::i16:
+      return 2;
     case DType::i32:
       return 4;
     case DType::i64:
@@ -37,6 +39,8 @@ const char* dtype_name(DType dtype) {
       return "bf16";
     case DType::i8:
       return "i8";
+    case DType::i16:
+      return "i16";
     case DType::i32:
       return "i32";
     case DType::i64:

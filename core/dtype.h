@@ -1,5 +1,6 @@
 // DType: the element types a Tensor can store. f32 is the compute type; the others are storage
-// types for masks (u8), indices (i32, i64), labels, and gradient wire encodings (f16, bf16, i8).
+// types for masks (u8), indices (i32, i64), labels, and gradient wire encodings (f16, bf16, i8,
+// i16).
 #pragma once
 
 #include <cstddef>
@@ -7,7 +8,7 @@
 
 namespace pac {
 
-enum class DType : uint8_t { f32, f16, bf16, i8, i32, i64, u8 };
+enum class DType : uint8_t { f32, f16, bf16, i8, i32, i64, u8, i16 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -44,6 +45,10 @@ constexpr DType dtype_of<BFloat16>() {
 template <>
 constexpr DType dtype_of<int8_t>() {
   return DType::i8;
+}
+template <>
+constexpr DType dtype_of<int16_t>() {
+  return DType::i16;
 }
 template <>
 constexpr DType dtype_of<int32_t>() {

@@ -90,6 +90,8 @@ static float element_as_float(const void* base, DType dtype, int64_t i) {
       return bf16_to_float(static_cast<const BFloat16*>(base)[i]);
     case DType::i8:
       return static_cast<const int8_t*>(base)[i];
+    case DType::i16:
+      return static_cast<const int16_t*>(base)[i];
     case DType::i32:
       return static_cast<float>(static_cast<const int32_t*>(base)[i]);
     case DType::i64:
@@ -153,6 +155,9 @@ Tensor Tensor::to(DType target) const {
         break;
       case DType::i8:
         static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v);
+        break;
+      case DType::i16:
+        static_cast<int16_t*>(dst)[i] = static_cast<int16_t>(v);
         break;
       case DType::i32:
         static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);

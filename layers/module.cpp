@@ -11,6 +11,7 @@ namespace {
 // While Module::summary runs, every module call appends a row here.
 struct SummaryRow {
   std::string name, description, output;
+  Shape shape;
   int64_t parameters = 0;
 };
 struct SummaryRecorder {
@@ -28,9 +29,10 @@ Tensor Module::operator()(const Tensor& x) {
   int64_t own = 0;
   for (const auto& [name, p] : parameters_) own += p->numel();
   active_recorder->rows.push_back(
-      {it == active_recorder->names.end() ? "?" : it->second, describe(), "", own});
+      {it == active_recorder->names.end() ? "?" : it->second, describe(), "", {}, own});
   Tensor y = forward(x);
   active_recorder->rows[row].output = shape_str(y.shape());
+  active_recorder->rows[row].shape = y.shape();
   return y;
 }
 
@@ -112,22 +114,43 @@ void Module::zero_grad() {
   }
 }
 
-std::string Module::summary(const Shape& input_shape) {
+namespace {
+
+// One forward pass on zeros, in evaluation mode, recording every module call.
+std::vector<SummaryRow> record_calls(Module& model, const Shape& input_shape) {
   SummaryRecorder recorder;
-  for (auto& [name, m] : named_modules()) recorder.names[m] = name.empty() ? "(model)" : name;
-  bool was_training = training_;
-  eval();
+  for (auto& [name, m] : model.named_modules()) recorder.names[m] = name;
+  bool was_training = model.is_training();
+  model.eval();
   active_recorder = &recorder;
   try {
     NoGradGuard no_grad;
-    (*this)(Tensor::zeros(input_shape));
+    model(Tensor::zeros(input_shape));
   } catch (...) {
     active_recorder = nullptr;
-    train(was_training);
+    model.train(was_training);
     throw;
   }
   active_recorder = nullptr;
-  train(was_training);
+  model.train(was_training);
+  return recorder.rows;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Shape>> Module::output_shapes(const Shape& input_shape) {
+  std::vector<std::pair<std::string, Shape>> out;
+  for (const auto& r : record_calls(*this, input_shape)) out.emplace_back(r.name, r.shape);
+  return out;
+}
+
+std::string Module::summary(const Shape& input_shape) {
+  std::vector<SummaryRow> rows = record_calls(*this, input_shape);
+  for (auto& r : rows) {
+    if (r.name.empty()) r.name = "(model)";
+  }
+  SummaryRecorder recorder;
+  recorder.rows = std::move(rows);
 
   size_t name_width = 5, describe_width = 5;
   for (const auto& r : recorder.rows) {

@@ -46,6 +46,9 @@ class Module {
   // A table of layer, output shape and parameter count, from one forward pass on zeros of
   // `input_shape`, ending with the total parameter count.
   std::string summary(const Shape& input_shape);
+  // The output shape of every module called during that forward pass, by dotted name ("" for the
+  // model), in call order; FLOP counts use it.
+  std::vector<std::pair<std::string, Shape>> output_shapes(const Shape& input_shape);
 
  protected:
   ParameterPtr register_parameter(const std::string& name, Tensor data);

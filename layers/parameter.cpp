@@ -33,11 +33,22 @@ void Parameter::set_mask(const Tensor& mask) {
   apply_mask(data_);
   Tensor g = data_.grad();
   if (g.defined()) apply_mask(g);
+  compact_grad_ = Tensor();
+  ++mask_version_;
 }
 
 void Parameter::clear_mask() {
   mask_ = Tensor();
   kept_ = Tensor();
+  compact_grad_ = Tensor();
+  ++mask_version_;
+}
+
+void Parameter::set_compact_grad(Tensor g) {
+  PAC_CHECK(!g.defined() || (g.dtype() == DType::f32 && g.numel() == kept_count()),
+            "Parameter::set_compact_grad: {} does not hold the {} kept entries of {}",
+            g.defined() ? g.str() : "undefined", kept_count(), data_.str());
+  compact_grad_ = std::move(g);
 }
 
 void Parameter::apply_mask(Tensor& t) const {

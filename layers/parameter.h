@@ -1,6 +1,8 @@
 // Parameter: a trainable tensor plus the pruning slots of DESIGN.md: `mask` (u8, same shape; 1 =
 // kept) and `kept` (i32 flat positions of the kept entries, rebuilt only when the mask changes).
 // The data stays dense with exact zeros at pruned positions, so every kernel runs on it unchanged.
+// A compressor that reduces only the kept entries leaves the averaged gradient here as a compact
+// vector (`compact_grad`), which the optimizer reads in place of the dense gradient.
 #pragma once
 
 #include <memory>
@@ -31,9 +33,19 @@ class Parameter {
   }
   // Sets masked entries of `t` (same shape as the data) to zero; no-op while dense.
   void apply_mask(Tensor& t) const;
+  // Goes up by one whenever the mask is set or cleared, so whoever caches something derived from
+  // it (a compressor's bucket index, an optimizer's state) knows when to rebuild.
+  uint64_t mask_version() const { return mask_version_; }
+
+  // The averaged gradient at the kept positions, f32 [kept_count()] in the order of `kept` (every
+  // position while dense). When defined, it supersedes grad() for the update; the optimizer
+  // clears it in zero_grad(), and a new mask clears it.
+  const Tensor& compact_grad() const { return compact_grad_; }
+  void set_compact_grad(Tensor g);
 
  private:
-  Tensor data_, mask_, kept_;
+  Tensor data_, mask_, kept_, compact_grad_;
+  uint64_t mask_version_ = 0;
 };
 
 using ParameterPtr = std::shared_ptr<Parameter>;

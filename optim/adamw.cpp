@@ -12,7 +12,8 @@ AdamW::AdamW(NamedParameters params, const AdamWOptions& options)
   PAC_CHECK(options.eps > 0.0f, "adamw: eps must be > 0, got {}", options.eps);
 }
 
-void AdamW::update(nn::Parameter& p, const Tensor& grad, std::map<std::string, Tensor>& slots) {
+void AdamW::update(nn::Parameter& p, const GradientView& grad,
+                   std::map<std::string, Tensor>& slots) {
   if (!slots.count("exp_avg")) {
     slots["exp_avg"] = Tensor::zeros(p.shape());
     slots["exp_avg_sq"] = Tensor::zeros(p.shape());
@@ -27,16 +28,16 @@ void AdamW::update(nn::Parameter& p, const Tensor& grad, std::map<std::string, T
   const float step_size = lr_ / bias1, sqrt_bias2 = std::sqrt(bias2);
   const float decay = 1.0f - lr_ * options_.weight_decay;
   float* w = static_cast<float*>(p.data().raw_data());
-  const float* g = grad.data<float>();
-  const uint8_t* mask = p.has_mask() ? p.mask().data<uint8_t>() : nullptr;
-  for (int64_t i = 0, count = p.numel(); i < count; ++i) {
-    if (mask && !mask[i]) {
+  const float* g = grad.values;
+  for (int64_t j = 0; j < grad.count; ++j) {
+    int64_t i = grad.position(j);
+    if (grad.pruned(i)) {
       w[i] = m[i] = v[i] = 0.0f;
       continue;
     }
     w[i] *= decay;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * g[j];
+    v[i] = b2 * v[i] + (1.0f - b2) * g[j] * g[j];
     w[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bias2 + options_.eps);
   }
 }

@@ -19,7 +19,8 @@ class AdamW : public Optimizer {
   AdamW(NamedParameters params, const AdamWOptions& options);
 
  protected:
-  void update(nn::Parameter& p, const Tensor& grad, std::map<std::string, Tensor>& slots) override;
+  void update(nn::Parameter& p, const GradientView& grad,
+              std::map<std::string, Tensor>& slots) override;
 
  private:
   AdamWOptions options_;

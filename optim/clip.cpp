@@ -11,8 +11,12 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   PAC_CHECK(max_norm > 0.0f, "clip_grad_norm: max_norm must be positive, got {}", max_norm);
   NoGradGuard no_grad;
   double total = 0.0;
+  // The gradient each update will read: the compact one where a compressor left it.
+  auto update_grad = [](const nn::Parameter& p) {
+    return p.compact_grad().defined() ? p.compact_grad() : p.grad();
+  };
   for (const auto& [name, p] : params) {
-    Tensor g = p->grad();
+    Tensor g = update_grad(*p);
     if (!g.defined()) continue;
     const float* pg = g.data<float>();
     for (int64_t i = 0, count = g.numel(); i < count; ++i)
@@ -22,7 +26,7 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   float scale = max_norm / (norm + 1e-6f);
   if (scale < 1.0f) {
     for (const auto& [name, p] : params) {
-      Tensor g = p->grad();
+      Tensor g = update_grad(*p);
       if (g.defined()) scale_(g, scale);
     }
   }

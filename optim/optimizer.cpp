@@ -5,7 +5,10 @@
 namespace pac::optim {
 
 Optimizer::Optimizer(NamedParameters params, float lr)
-    : params_(std::move(params)), slots_(params_.size()), lr_(lr) {
+    : params_(std::move(params)),
+      slots_(params_.size()),
+      mask_versions_(params_.size(), 0),
+      lr_(lr) {
   PAC_CHECK(lr >= 0.0f, "optimizer: learning rate must be >= 0, got {}", lr);
 }
 
@@ -14,9 +17,28 @@ void Optimizer::step() {
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i].second;
-    Tensor grad = p.grad();
-    if (!grad.defined()) continue;
-    update(p, grad, slots_[i]);
+    if (p.mask_version() != mask_versions_[i]) {
+      // A new mask: the state at newly pruned entries must not survive to revive them.
+      for (auto& [slot, t] : slots_[i]) {
+        if (t.shape() == p.shape()) p.apply_mask(t);
+      }
+      mask_versions_[i] = p.mask_version();
+    }
+    GradientView view;
+    const Tensor& compact = p.compact_grad();
+    Tensor dense = p.grad();
+    if (compact.defined()) {
+      view.values = compact.data<float>();
+      view.positions = p.has_mask() ? p.kept().data<int32_t>() : nullptr;
+      view.count = compact.numel();
+    } else if (dense.defined()) {
+      view.values = dense.data<float>();
+      view.count = dense.numel();
+      view.mask = p.has_mask() ? p.mask().data<uint8_t>() : nullptr;
+    } else {
+      continue;
+    }
+    update(p, view, slots_[i]);
   }
 }
 
@@ -25,7 +47,12 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) {
     Tensor g = p->grad();
     if (g.defined()) g.zero_();
+    p->set_compact_grad(Tensor());
   }
+}
+
+void Optimizer::reset_state() {
+  for (auto& slots : slots_) slots.clear();
 }
 
 std::map<std::string, Tensor> Optimizer::state() const {

@@ -11,27 +11,30 @@ Sgd::Sgd(NamedParameters params, const SgdOptions& options)
             "sgd: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
-void Sgd::update(nn::Parameter& p, const Tensor& grad, std::map<std::string, Tensor>& slots) {
+void Sgd::update(nn::Parameter& p, const GradientView& grad,
+                 std::map<std::string, Tensor>& slots) {
   const float lr = lr_, m = options_.momentum, wd = options_.weight_decay;
   const float keep = 1.0f - options_.dampening;
   float* w = static_cast<float*>(p.data().raw_data());
-  const float* g = grad.data<float>();
-  const uint8_t* mask = p.has_mask() ? p.mask().data<uint8_t>() : nullptr;
-  int64_t n = p.numel();
+  const float* g = grad.values;
   if (m == 0.0f) {
-    for (int64_t i = 0; i < n; ++i) w[i] = mask && !mask[i] ? 0.0f : w[i] - lr * (g[i] + wd * w[i]);
+    for (int64_t j = 0; j < grad.count; ++j) {
+      int64_t i = grad.position(j);
+      w[i] = grad.pruned(i) ? 0.0f : w[i] - lr * (g[j] + wd * w[i]);
+    }
     return;
   }
   bool first = !slots.count("momentum_buffer");
   if (first) slots["momentum_buffer"] = Tensor::zeros(p.shape());
   float* b = slots["momentum_buffer"].data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (mask && !mask[i]) {
+  for (int64_t j = 0; j < grad.count; ++j) {
+    int64_t i = grad.position(j);
+    if (grad.pruned(i)) {
       w[i] = 0.0f;
       b[i] = 0.0f;
       continue;
     }
-    float d = g[i] + wd * w[i];
+    float d = g[j] + wd * w[i];
     b[i] = first ? d : m * b[i] + keep * d;
     w[i] -= lr * (options_.nesterov ? d + m * b[i] : b[i]);
   }

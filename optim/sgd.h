@@ -20,7 +20,8 @@ class Sgd : public Optimizer {
   Sgd(NamedParameters params, const SgdOptions& options);
 
  protected:
-  void update(nn::Parameter& p, const Tensor& grad, std::map<std::string, Tensor>& slots) override;
+  void update(nn::Parameter& p, const GradientView& grad,
+              std::map<std::string, Tensor>& slots) override;
 
  private:
   SgdOptions options_;

@@ -25,6 +25,17 @@ bool OptionReader::flag(const std::string& key, bool fallback) {
   PAC_FAIL("--compress-opt {}={} for {}: expected true or false", key, it->second, compressor_);
 }
 
+std::string OptionReader::choice(const std::string& key, const std::vector<std::string>& choices) {
+  used_.insert(key);
+  auto it = options_.find(key);
+  if (it == options_.end()) return choices.front();
+  for (const auto& c : choices) {
+    if (c == it->second) return c;
+  }
+  PAC_FAIL("--compress-opt {}={} for {}: expected one of {}", key, it->second, compressor_,
+           fmt::join(choices, ", "));
+}
+
 void OptionReader::finish() const {
   for (const auto& [key, value] : options_) {
     PAC_CHECK(used_.count(key), "--compress-opt {}: {} has no option '{}' (it takes: {})", key,

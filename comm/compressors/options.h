@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "comm/compressor.h"
 
@@ -15,6 +16,8 @@ class OptionReader {
       : compressor_(compressor), options_(options) {}
   double number(const std::string& key, double fallback);
   bool flag(const std::string& key, bool fallback);
+  // A word from `choices` (the first one is the default).
+  std::string choice(const std::string& key, const std::vector<std::string>& choices);
   // Throws if an option was given that no number()/flag() call asked for.
   void finish() const;
 

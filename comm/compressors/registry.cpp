@@ -20,6 +20,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"randomk", make_randomk},
       {"terngrad", make_terngrad},
       {"powersgd", make_powersgd},
+      {"pactrain", make_pactrain},
   };
   // clang-format on
   return table;

@@ -1,0 +1,339 @@
+// pactrain: the compressor of the PacTrain paper. Every rank holds the same pruning masks, so the
+// gradient of a pruned bucket is sparse on the same positions everywhere: the kept entries are
+// gathered into a short dense vector and all-reduced as is, with no index exchange, so any ring
+// or NCCL all-reduce carries it. Per bucket:
+//   pack    one pass gathers the kept entries (already divided by the world size) straight into
+//           the send buffer, in the wire encoding;
+//   reduce  one all-reduce (sum) of that vector;
+//   unpack  none for fp32: the reduced vector *is* the averaged compact gradient, and each
+//           Parameter's compact_grad is a view into it, which the optimizer reads while it updates
+//           the kept positions. Other encodings decode into that vector in one pass.
+// The bucket-relative kept positions are rebuilt only when a mask changes. A bucket with nothing
+// pruned in its weights, or holding only 1-D parameters, goes dense; with no masks at all this is
+// exactly the `dense` compressor.
+//
+// Encodings (--compress-opt enc=...): fp32, bf16, fp16, ternary (TernGrad coding of the kept
+// values: scale s = max |value| shared by an all-reduce-max, t = sign with probability |v|/s,
+// integer sums in int8 up to 127 ranks and int16 beyond; ef=1 adds error feedback), and auto,
+// which measures, per bucket when its plan is built, one all-reduce of the compact fp32 vector
+// (t_v), one of a single value (t_1, the latency) and each encoding's pack+unpack time (c_e),
+// averages them over the ranks so all choose alike, and picks the smallest
+//   cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 for ternary's scale all-reduce).
+#include "comm/compressors/pactrain.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "comm/compressors/builtin.h"
+#include "comm/compressors/options.h"
+#include "core/generator.h"
+
+namespace pac::comm {
+
+PactrainLayout pactrain_layout(const Bucket& bucket) {
+  PactrainLayout layout;
+  for (const auto& e : bucket.entries) {
+    const nn::Parameter& p = *e.param;
+    if (p.shape().size() >= 2 && p.kept_count() < p.numel()) layout.compact = true;
+  }
+  for (const auto& e : bucket.entries) layout.values += layout.compact ? e.param->kept_count() : e.numel;
+  return layout;
+}
+
+namespace {
+
+enum class Encoding { fp32, bf16, fp16, ternary, automatic };
+
+const char* encoding_name(Encoding e) {
+  switch (e) {
+    case Encoding::fp32:
+      return "fp32";
+    case Encoding::bf16:
+      return "bf16";
+    case Encoding::fp16:
+      return "fp16";
+    case Encoding::ternary:
+      return "ternary";
+    case Encoding::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
+// Everything a compact bucket needs, built once per mask change.
+struct Plan {
+  int bucket = 0;
+  std::vector<uint64_t> mask_versions;  // of the bucket's parameters when the plan was built
+  bool compact = false;
+  Tensor positions;                 // i32 [K]: bucket-relative positions of the kept entries
+  Tensor values;                    // f32 [K]: the packed vector, then the averaged gradient
+  std::vector<Tensor> entry_grads;  // per entry: its slice of `values`
+  Encoding encoding = Encoding::fp32;
+  Tensor wire;      // [K] in the wire encoding (bf16, f16, i8 or i16); unused for fp32
+  Tensor residual;  // f32 [K]: ternary error feedback
+  Tensor scale;     // f32 [1]: ternary's shared scale
+  uint64_t steps = 0;
+};
+
+class Pactrain : public Compressor {
+ public:
+  Pactrain(Encoding encoding, bool error_feedback, uint64_t seed)
+      : encoding_(encoding), error_feedback_(error_feedback), seed_(seed) {}
+  std::string name() const override { return "pactrain"; }
+
+  WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    Plan& plan = plans_[bucket.index];
+    if (!plan_is_current(plan, bucket)) build_plan(plan, bucket, group);
+    if (!plan.compact) {
+      ++kernels_;  // the average's division, as in dense
+      return group.all_reduce(bucket.flat, ReduceOp::avg);
+    }
+    ++plan.steps;
+    pack(plan, bucket, group, plan.encoding);
+    return then(group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire,
+                                 ReduceOp::sum),
+                [this, &plan, &bucket, &group] {
+                  if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
+                  for (size_t e = 0; e < bucket.entries.size(); ++e)
+                    bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
+                });
+  }
+
+ private:
+  static bool plan_is_current(const Plan& plan, const Bucket& bucket) {
+    if (plan.mask_versions.size() != bucket.entries.size()) return false;
+    for (size_t e = 0; e < bucket.entries.size(); ++e) {
+      if (plan.mask_versions[e] != bucket.entries[e].param->mask_version()) return false;
+    }
+    return true;
+  }
+
+  void build_plan(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
+    plan = Plan();
+    plan.bucket = bucket.index;
+    for (const auto& e : bucket.entries) plan.mask_versions.push_back(e.param->mask_version());
+    PactrainLayout layout = pactrain_layout(bucket);
+    plan.compact = layout.compact;
+    if (!plan.compact) return;
+    int64_t k = layout.values;
+    plan.positions = Tensor::empty({k}, DType::i32);
+    plan.values = Tensor::zeros({k});
+    int32_t* pos = plan.positions.data<int32_t>();
+    int64_t at = 0;
+    for (const auto& e : bucket.entries) {
+      const nn::Parameter& p = *e.param;
+      plan.entry_grads.push_back(plan.values.view_flat(at, {p.kept_count()}));
+      if (p.has_mask()) {
+        const int32_t* kept = p.kept().data<int32_t>();
+        for (int64_t j = 0, n = p.kept_count(); j < n; ++j) pos[at++] = e.offset + kept[j];
+      } else {
+        for (int64_t j = 0; j < e.numel; ++j) pos[at++] = e.offset + j;
+      }
+    }
+    plan.scale = Tensor::zeros({1});
+    plan.encoding = encoding_ == Encoding::automatic ? choose(plan, bucket, group) : encoding_;
+    allocate_wire(plan, group.size());
+  }
+
+  static void allocate_wire(Plan& plan, int world) {
+    int64_t k = plan.values.numel();
+    switch (plan.encoding) {
+      case Encoding::fp32:
+      case Encoding::automatic:
+        plan.wire = Tensor();
+        break;
+      case Encoding::bf16:
+        plan.wire = Tensor::zeros({k}, DType::bf16);
+        break;
+      case Encoding::fp16:
+        plan.wire = Tensor::zeros({k}, DType::f16);
+        break;
+      case Encoding::ternary:
+        // Sums of `world` values in {-1, 0, 1} fit int8 up to 127 ranks.
+        plan.wire = Tensor::zeros({k}, world <= 127 ? DType::i8 : DType::i16);
+        break;
+    }
+    plan.residual = plan.encoding == Encoding::ternary ? Tensor::zeros({k}) : Tensor();
+  }
+
+  // The fused gather: kept gradient entries / world, straight into the send buffer.
+  void pack(Plan& plan, const Bucket& bucket, ProcessGroup& group, Encoding encoding) {
+    const float* g = bucket.flat.data<float>();
+    const int32_t* pos = plan.positions.data<int32_t>();
+    const int64_t k = plan.positions.numel();
+    const float inv_world = 1.0f / static_cast<float>(group.size());
+    if (encoding == Encoding::ternary) {
+      pack_ternary(plan, g, group);
+      return;
+    }
+    timed([&] {
+      switch (encoding) {
+        case Encoding::fp32: {
+          float* v = plan.values.data<float>();
+          for (int64_t j = 0; j < k; ++j) v[j] = g[pos[j]] * inv_world;
+          break;
+        }
+        case Encoding::bf16: {
+          BFloat16* w = plan.wire.data<BFloat16>();
+          for (int64_t j = 0; j < k; ++j) w[j] = float_to_bf16(g[pos[j]] * inv_world);
+          break;
+        }
+        case Encoding::fp16: {
+          Half* w = plan.wire.data<Half>();
+          for (int64_t j = 0; j < k; ++j) w[j] = float_to_half(g[pos[j]] * inv_world);
+          break;
+        }
+        default:
+          break;
+      }
+    });
+  }
+
+  // TernGrad on the kept entries. The scale must be known on every rank before coding, so its
+  // all-reduce-max is waited for here; the value vector's all-reduce is the asynchronous one.
+  void pack_ternary(Plan& plan, const float* g, ProcessGroup& group) {
+    const int32_t* pos = plan.positions.data<int32_t>();
+    const int64_t k = plan.positions.numel();
+    float* e = plan.values.data<float>();  // the value to code: gradient plus residual
+    const float* r = plan.residual.data<float>();
+    timed([&] {
+      float m = 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        e[j] = error_feedback_ ? g[pos[j]] + r[j] : g[pos[j]];
+        m = std::max(m, std::abs(e[j]));
+      }
+      plan.scale.data<float>()[0] = m;
+    });
+    group.all_reduce(plan.scale, ReduceOp::max)->wait();
+    const float s = plan.scale.data<float>()[0];
+    timed([&] {
+      Generator gen(seed_ ^ (uint64_t(group.rank()) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
+                    (uint64_t(plan.bucket) << 52));
+      float* res = plan.residual.data<float>();
+      bool narrow = plan.wire.dtype() == DType::i8;
+      for (int64_t j = 0; j < k; ++j) {
+        int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
+        if (narrow)
+          plan.wire.data<int8_t>()[j] = static_cast<int8_t>(t);
+        else
+          plan.wire.data<int16_t>()[j] = static_cast<int16_t>(t);
+        if (error_feedback_) res[j] = e[j] - s * static_cast<float>(t);
+      }
+    });
+  }
+
+  // Decodes the reduced wire vector into the averaged compact gradient.
+  void unpack(Plan& plan, int world, Encoding encoding) {
+    timed([&] {
+      float* v = plan.values.data<float>();
+      const int64_t k = plan.values.numel();
+      switch (encoding) {
+        case Encoding::bf16: {
+          const BFloat16* w = plan.wire.data<BFloat16>();
+          for (int64_t j = 0; j < k; ++j) v[j] = bf16_to_float(w[j]);
+          break;
+        }
+        case Encoding::fp16: {
+          const Half* w = plan.wire.data<Half>();
+          for (int64_t j = 0; j < k; ++j) v[j] = half_to_float(w[j]);
+          break;
+        }
+        case Encoding::ternary: {
+          const float unit = plan.scale.data<float>()[0] / static_cast<float>(world);
+          if (plan.wire.dtype() == DType::i8) {
+            const int8_t* w = plan.wire.data<int8_t>();
+            for (int64_t j = 0; j < k; ++j) v[j] = unit * static_cast<float>(w[j]);
+          } else {
+            const int16_t* w = plan.wire.data<int16_t>();
+            for (int64_t j = 0; j < k; ++j) v[j] = unit * static_cast<float>(w[j]);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    });
+  }
+
+  // enc=auto: the rule in the header, from measurements averaged over the ranks.
+  Encoding choose(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point t) {
+      return std::chrono::duration<double>(Clock::now() - t).count();
+    };
+    auto best_of_two = [&](const std::function<void()>& f) {
+      double best = 1e30;
+      for (int i = 0; i < 2; ++i) {
+        auto t = Clock::now();
+        f();
+        best = std::min(best, seconds(t));
+      }
+      return best;
+    };
+    Tensor probe = Tensor::zeros({plan.values.numel()});
+    Tensor one = Tensor::zeros({1});
+    group.all_reduce(probe, ReduceOp::sum)->wait();  // warm-up
+    double t_vector = best_of_two([&] { group.all_reduce(probe, ReduceOp::sum)->wait(); });
+    double t_one = best_of_two([&] { group.all_reduce(one, ReduceOp::sum)->wait(); });
+    std::vector<double> measured = {t_vector, t_one};
+    const Encoding candidates[] = {Encoding::fp32, Encoding::bf16, Encoding::ternary};
+    bool saved_ef = error_feedback_;
+    error_feedback_ = false;  // calibration must not leave a residual behind
+    for (Encoding e : candidates) {
+      plan.encoding = e;
+      allocate_wire(plan, group.size());
+      double codec_before = codec_seconds_;
+      uint64_t kernels_before = kernels_;
+      auto t = Clock::now();
+      pack(plan, bucket, group, e);
+      unpack(plan, group.size(), e);
+      // The ternary pack waits for its scale all-reduce; only the coding counts as codec time.
+      double codec = e == Encoding::ternary ? codec_seconds_ - codec_before : seconds(t);
+      codec_seconds_ = codec_before;
+      kernels_ = kernels_before;
+      measured.push_back(codec);
+    }
+    error_feedback_ = saved_ef;
+    Tensor shared = Tensor::from_vector(std::vector<float>(measured.begin(), measured.end()),
+                                        {static_cast<int64_t>(measured.size())});
+    group.all_reduce(shared, ReduceOp::avg)->wait();
+    auto m = shared.to_vector();
+    double bandwidth_part = std::max(0.0, double(m[0]) - m[1]);
+    double ternary_bytes = group.size() <= 127 ? 1.0 : 2.0;
+    double cost[] = {m[1] + bandwidth_part + m[2], m[1] + bandwidth_part * 0.5 + m[3],
+                     2 * m[1] + bandwidth_part * ternary_bytes / 4.0 + m[4]};
+    int best = 0;
+    for (int i = 1; i < 3; ++i) {
+      if (cost[i] < cost[best]) best = i;
+    }
+    return candidates[best];
+  }
+
+  Encoding encoding_;
+  bool error_feedback_;
+  uint64_t seed_;
+  std::map<int, Plan> plans_;  // by bucket index; a map, so pending work's references stay valid
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
+  OptionReader read("pactrain", options);
+  std::string enc = read.choice("enc", {"fp32", "bf16", "fp16", "ternary", "auto"});
+  bool ef = read.flag("ef", false);
+  auto seed = static_cast<uint64_t>(read.number("seed", 0));
+  read.finish();
+  Encoding encoding = Encoding::fp32;
+  for (Encoding e : {Encoding::fp32, Encoding::bf16, Encoding::fp16, Encoding::ternary,
+                     Encoding::automatic}) {
+    if (enc == encoding_name(e)) encoding = e;
+  }
+  PAC_CHECK(!ef || encoding == Encoding::ternary || encoding == Encoding::automatic,
+            "--compress-opt ef=1 for pactrain: error feedback applies to enc=ternary (or auto), "
+            "not enc={}",
+            enc);
+  return std::make_unique<Pactrain>(encoding, ef, seed);
+}
+
+}  // namespace pac::comm

@@ -1,0 +1,35 @@
+#include "prune/criterion.h"
+
+#include <cmath>
+
+namespace pac::prune {
+
+Tensor abs_product(const Tensor& a, const Tensor& b) {
+  PAC_CHECK(a.shape() == b.shape(), "abs_product: {} and {} differ in shape", a.str(), b.str());
+  Tensor out = Tensor::empty(a.shape());
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* po = out.data<float>();
+  for (int64_t i = 0, n = a.numel(); i < n; ++i) po[i] = std::abs(pa[i] * pb[i]);
+  return out;
+}
+
+Tensor abs_of(const Tensor& a) {
+  Tensor out = Tensor::empty(a.shape());
+  const float* pa = a.data<float>();
+  float* po = out.data<float>();
+  for (int64_t i = 0, n = a.numel(); i < n; ++i) po[i] = std::abs(pa[i]);
+  return out;
+}
+
+std::vector<Tensor> copy_gradients(const NamedParameters& params) {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : params) {
+    Tensor g = p->grad();
+    PAC_CHECK(g.defined(), "pruning: '{}' has no gradient after the gradient pass", name);
+    out.push_back(g.clone());
+  }
+  return out;
+}
+
+}  // namespace pac::prune

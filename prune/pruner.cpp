@@ -1,0 +1,281 @@
+#include "prune/pruner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "core/autograd.h"
+#include "layers/batch_norm.h"
+#include "prune/mask_sync.h"
+
+namespace pac::prune {
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+namespace {
+
+// Marks the `k` largest of `n` scores in `keep` (ties go to the earlier position).
+void keep_top(const float* scores, int64_t n, int64_t k, uint8_t* keep) {
+  std::fill(keep, keep + n, uint8_t(0));
+  if (k <= 0) return;
+  if (k >= n) {
+    std::fill(keep, keep + n, uint8_t(1));
+    return;
+  }
+  std::vector<float> sorted(scores, scores + n);
+  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<float>());
+  const float threshold = sorted[k - 1];
+  int64_t taken = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (scores[j] > threshold) keep[j] = 1, ++taken;
+  }
+  for (int64_t j = 0; j < n && taken < k; ++j) {
+    if (scores[j] == threshold && !keep[j]) keep[j] = 1, ++taken;
+  }
+}
+
+int64_t units_of(const nn::Parameter& p, Granularity g) {
+  return g == Granularity::entry ? p.numel() : p.shape()[0];
+}
+
+// Whether unit u (an entry, or an output channel) of p has any entry still kept.
+bool alive(const nn::Parameter& p, Granularity g, int64_t u) {
+  if (!p.has_mask()) return true;
+  const uint8_t* m = p.mask().data<uint8_t>();
+  if (g == Granularity::entry) return m[u] != 0;
+  int64_t fan_in = p.numel() / p.shape()[0];
+  for (int64_t j = 0; j < fan_in; ++j) {
+    if (m[u * fan_in + j]) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Pruner::Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group)
+    : model_(model),
+      options_(options),
+      group_(std::move(group)),
+      criterion_(make_criterion(options.criterion)),
+      schedule_(options.schedule, options.sparsity, options.steps_per_epoch) {
+  PAC_CHECK(options.scope == "layer" || options.scope == "global",
+            "--prune-scope '{}' is not known; expected layer or global", options.scope);
+  auto named = model.named_parameters();
+  for (const auto& pattern : options.exclude) {
+    bool matched = std::any_of(named.begin(), named.end(),
+                               [&](const auto& np) { return glob_match(pattern, np.first); });
+    PAC_CHECK(matched, "--prune-exclude '{}' matches no parameter of {}", pattern,
+              model.describe());
+  }
+  for (const auto& [name, p] : named) {
+    bool excluded = std::any_of(options.exclude.begin(), options.exclude.end(),
+                                [&](const std::string& pat) { return glob_match(pat, name); });
+    // Biases and norm parameters (1-D) are never pruned: they are few and pruning them hurts.
+    if (p->shape().size() >= 2 && !excluded) prunable_.emplace_back(name, p);
+  }
+  PAC_CHECK(!prunable_.empty(), "--prune: {} has no prunable weights left after --prune-exclude",
+            model.describe());
+  masked_ = prunable_;
+  coupled_.resize(prunable_.size());
+
+  if (criterion_->granularity() == Granularity::output_channel) {
+    // A channel's bias and the batch norm that follows its layer go with it.
+    for (auto& [parent_name, parent] : model.named_modules()) {
+      auto children = parent->named_children();
+      for (size_t c = 0; c < children.size(); ++c) {
+        std::string prefix =
+            parent_name.empty() ? children[c].first : parent_name + "." + children[c].first;
+        auto it = std::find_if(prunable_.begin(), prunable_.end(),
+                               [&](const auto& np) { return np.first == prefix + ".weight"; });
+        if (it == prunable_.end()) continue;
+        size_t index = it - prunable_.begin();
+        int64_t channels = it->second->shape()[0];
+        auto couple = [&](const std::string& name, const nn::ParameterPtr& p) {
+          coupled_[index].push_back(p);
+          masked_.emplace_back(name, p);
+        };
+        for (const auto& [pn, pp] : children[c].second->named_parameters()) {
+          if (pn == "bias" && pp->numel() == channels) couple(prefix + ".bias", pp);
+        }
+        for (size_t next = c + 1; next < children.size(); ++next) {
+          if (children[next].second->named_parameters().empty()) continue;
+          auto* bn = dynamic_cast<nn::BatchNorm2d*>(children[next].second.get());
+          std::string bn_name =
+              parent_name.empty() ? children[next].first : parent_name + "." + children[next].first;
+          if (bn && bn->weight->numel() == channels) {
+            couple(bn_name + ".weight", bn->weight);
+            couple(bn_name + ".bias", bn->bias);
+          }
+          break;
+        }
+      }
+    }
+  }
+  if (schedule_.rewinds()) {
+    for (const auto& [name, p] : named) rewind_to_.push_back(p->data().clone());
+  }
+}
+
+std::string Pruner::describe() const {
+  int64_t weights = 0;
+  for (const auto& [name, p] : prunable_) weights += p->numel();
+  return fmt::format("{} to {:.0f}% sparsity ({} scope, schedule {}), {} tensors ({} weights) "
+                     "prunable{}",
+                     criterion_->name(), 100.0 * options_.sparsity, options_.scope,
+                     schedule_.describe(), prunable_.size(), weights,
+                     options_.exclude.empty()
+                         ? ""
+                         : fmt::format(", excluding {}", fmt::join(options_.exclude, " ")));
+}
+
+double Pruner::sparsity() const {
+  int64_t kept = 0, total = 0;
+  for (const auto& [name, p] : prunable_) {
+    kept += p->kept_count();
+    total += p->numel();
+  }
+  return total ? 1.0 - static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+}
+
+void Pruner::observe() {
+  if (group_->rank() == 0) criterion_->observe(prunable_);
+}
+
+PruneStep Pruner::step(int64_t step, ScoreContext& context) {
+  PruneEvent event = schedule_.at(step);
+  if (!event.due) return {};
+  prune_to(event.sparsity, context);
+  if (event.rewind) {
+    NoGradGuard no_grad;
+    auto named = model_.named_parameters();
+    for (size_t i = 0; i < named.size(); ++i) {
+      Tensor data = named[i].second->data();
+      std::memcpy(data.raw_data(), rewind_to_[i].raw_data(), data.nbytes());
+      named[i].second->apply_mask(data);
+    }
+  }
+  return {true, event.rewind};
+}
+
+std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
+                                           double sparsity) const {
+  const Granularity g = criterion_->granularity();
+  PAC_CHECK(scores.size() == prunable_.size(), "criterion {} returned {} score tensors for {} "
+            "parameters", criterion_->name(), scores.size(), prunable_.size());
+  // Scores of units already pruned, or not numbers, sink to the bottom.
+  std::vector<std::vector<float>> unit_scores(prunable_.size());
+  for (size_t i = 0; i < prunable_.size(); ++i) {
+    const nn::Parameter& p = *prunable_[i].second;
+    int64_t units = units_of(p, g);
+    PAC_CHECK(scores[i].numel() == units && scores[i].dtype() == DType::f32,
+              "criterion {} scored '{}' with {}, expected f32 with {} values",
+              criterion_->name(), prunable_[i].first, scores[i].str(), units);
+    const float* s = scores[i].data<float>();
+    unit_scores[i].resize(units);
+    for (int64_t u = 0; u < units; ++u) {
+      bool usable = alive(p, g, u) && !std::isnan(s[u]);
+      unit_scores[i][u] = usable ? s[u] : -std::numeric_limits<float>::infinity();
+    }
+  }
+  std::vector<Tensor> keep(prunable_.size());
+  for (size_t i = 0; i < prunable_.size(); ++i)
+    keep[i] = Tensor::zeros({static_cast<int64_t>(unit_scores[i].size())}, DType::u8);
+  if (options_.scope == "layer") {
+    for (size_t i = 0; i < prunable_.size(); ++i) {
+      int64_t units = static_cast<int64_t>(unit_scores[i].size());
+      int64_t k = std::max<int64_t>(1, std::llround((1.0 - sparsity) * units));
+      keep_top(unit_scores[i].data(), units, k, keep[i].data<uint8_t>());
+    }
+  } else {
+    // Global pruning is layer pruning over the concatenated scores.
+    std::vector<float> all;
+    for (const auto& s : unit_scores) all.insert(all.end(), s.begin(), s.end());
+    std::vector<uint8_t> kept(all.size());
+    int64_t total = static_cast<int64_t>(all.size());
+    keep_top(all.data(), total, std::llround((1.0 - sparsity) * total), kept.data());
+    size_t at = 0;
+    for (size_t i = 0; i < prunable_.size(); ++i) {
+      std::copy(kept.begin() + at, kept.begin() + at + unit_scores[i].size(),
+                keep[i].data<uint8_t>());
+      at += unit_scores[i].size();
+    }
+  }
+  // Masks only shrink: a unit pruned before stays pruned.
+  for (size_t i = 0; i < prunable_.size(); ++i) {
+    uint8_t* k = keep[i].data<uint8_t>();
+    for (int64_t u = 0, n = keep[i].numel(); u < n; ++u)
+      k[u] = k[u] && unit_scores[i][u] != -std::numeric_limits<float>::infinity();
+  }
+  return keep;
+}
+
+void Pruner::install(const std::vector<Tensor>& keep) {
+  const Granularity g = criterion_->granularity();
+  for (size_t i = 0; i < prunable_.size(); ++i) {
+    nn::Parameter& p = *prunable_[i].second;
+    const uint8_t* k = keep[i].data<uint8_t>();
+    if (g == Granularity::entry) {
+      p.set_mask(keep[i].view_flat(0, p.shape()));
+      continue;
+    }
+    int64_t channels = p.shape()[0], fan_in = p.numel() / channels;
+    Tensor mask = p.has_mask() ? p.mask().clone() : Tensor::full(p.shape(), 1.0f).to(DType::u8);
+    uint8_t* m = mask.data<uint8_t>();
+    for (int64_t c = 0; c < channels; ++c) {
+      if (!k[c]) std::fill(m + c * fan_in, m + (c + 1) * fan_in, uint8_t(0));
+    }
+    p.set_mask(mask);
+    for (const auto& coupled : coupled_[i]) {
+      Tensor cm = coupled->has_mask() ? coupled->mask().clone()
+                                      : Tensor::full(coupled->shape(), 1.0f).to(DType::u8);
+      uint8_t* pm = cm.data<uint8_t>();
+      for (int64_t c = 0; c < channels; ++c) pm[c] = pm[c] && k[c];
+      coupled->set_mask(cm);
+    }
+  }
+}
+
+void Pruner::prune_to(double sparsity, ScoreContext& context) {
+  PAC_CHECK(sparsity >= 0.0 && sparsity < 1.0, "pruning: sparsity {} must be in [0, 1)", sparsity);
+  context.seed = options_.seed;
+  context.event = events_++;
+  // Rank 0 decides; whether it succeeded is broadcast first, so that an error there stops every
+  // rank instead of leaving them waiting for masks.
+  std::exception_ptr failure;
+  if (group_->rank() == 0) {
+    try {
+      install(keep_decisions(criterion_->score(prunable_, context), sparsity));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  Tensor ok = Tensor::full({1}, failure ? 0.0f : 1.0f);
+  if (group_->size() > 1) group_->broadcast(ok, 0)->wait();
+  if (failure) std::rethrow_exception(failure);
+  PAC_CHECK(ok.item() == 1.0f, "rank {}: rank 0 failed to compute the pruning masks (its error is "
+            "on its output)", group_->rank());
+  broadcast_masks(*group_, masked_);
+  check_masks_agree(*group_, masked_);
+}
+
+}  // namespace pac::prune

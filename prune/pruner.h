@@ -1,0 +1,75 @@
+// Pruner: decides which weights are kept, when. It picks the prunable parameters (weights of two
+// or more dimensions; biases and norm parameters never, plus --prune-exclude patterns), asks the
+// criterion for scores on rank 0 when the schedule says so, keeps the top ones per layer or
+// globally, and makes the masks identical on every rank (broadcast, then checksum). Masks only
+// ever shrink. The trainer calls step() before every training step and observe() after every
+// backward.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "prune/criterion.h"
+#include "prune/schedule.h"
+
+namespace pac::prune {
+
+struct PrunerOptions {
+  std::string criterion = "magnitude";
+  double sparsity = 0.5;              // final fraction of the prunable weights (or channels) pruned
+  std::string scope = "layer";        // layer: every tensor to the same sparsity; global: one ranking
+  std::string schedule = "oneshot:0";
+  std::vector<std::string> exclude;   // glob patterns on dotted names ("conv1.*", "fc.weight")
+  uint64_t seed = 0;
+  int64_t steps_per_epoch = 0;        // for imp schedules
+};
+
+struct PruneStep {
+  bool pruned = false;   // masks were recomputed at this step
+  bool rewound = false;  // imp: the weights went back to the start; reset the optimizer state
+};
+
+class Pruner {
+ public:
+  // Call after the model's weights are identical on every rank (after the Reducer is built): imp
+  // keeps a copy of them to rewind to.
+  Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group);
+
+  // Before training step `step` (= steps completed).
+  PruneStep step(int64_t step, ScoreContext& context);
+  // Prunes to `sparsity` now, whatever the schedule (prune-report, tests).
+  void prune_to(double sparsity, ScoreContext& context);
+  // After a backward, for criteria that accumulate over steps.
+  void observe();
+
+  const NamedParameters& prunable() const { return prunable_; }
+  // Every parameter that can get a mask: the prunable ones and, for channel criteria, the biases
+  // and batch-norm parameters coupled to their channels.
+  const NamedParameters& masked() const { return masked_; }
+  double sparsity() const;  // of the prunable weights now
+  const PruneSchedule& schedule() const { return schedule_; }
+  const PrunerOptions& options() const { return options_; }
+  std::string describe() const;
+
+ private:
+  std::vector<Tensor> keep_decisions(const std::vector<Tensor>& scores, double sparsity) const;
+  void install(const std::vector<Tensor>& keep);
+
+  nn::Module& model_;
+  PrunerOptions options_;
+  comm::ProcessGroupPtr group_;
+  std::unique_ptr<Criterion> criterion_;
+  PruneSchedule schedule_;
+  NamedParameters prunable_, masked_;
+  // Per prunable parameter: the parameters whose entry c is pruned with output channel c.
+  std::vector<std::vector<nn::ParameterPtr>> coupled_;
+  std::vector<Tensor> rewind_to_;  // imp: every parameter's value at the start
+  int64_t events_ = 0;
+};
+
+// Glob match with '*' (any run of characters) and '?' (one character).
+bool glob_match(const std::string& pattern, const std::string& text);
+
+}  // namespace pac::prune
