@@ -2,14 +2,17 @@
 //   pactrain train --model resnet20 --data fashion-mnist --epochs 10 ...
 //   pactrain eval --checkpoint run.safetensors
 //   pactrain summary --model vit-tiny
+//   pactrain prune-report --model resnet20 --prune magnitude --sparsity 0.8
 // Errors are one line on stderr and a non-zero exit code.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "apps/checkpoint.h"
+#include "apps/prune_report.h"
 #include "apps/trainer.h"
 #include "comm/compressor.h"
 #include "core/cpu/threads.h"
+#include "prune/criterion.h"
 
 using namespace pac;
 
@@ -35,6 +38,30 @@ void add_model_options(CLI::App* cmd, models::ModelConfig& m, bool data_dependen
       ->capture_default_str();
   cmd->add_option("--mlp-dim", m.mlp_dim, "ViT MLP width (0: the preset's)")->capture_default_str();
   cmd->add_option("--dropout", m.dropout, "ViT dropout")->capture_default_str();
+}
+
+void add_prune_options(CLI::App* cmd, TrainOptions& o) {
+  cmd->add_option("--prune", o.prune,
+                  "pruning criterion: " +
+                      fmt::format("{}", fmt::join(prune::criterion_names(), ", ")) +
+                      " (default: no pruning)");
+  cmd->add_option("--sparsity", o.sparsity, "final fraction of the prunable weights pruned")
+      ->capture_default_str();
+  cmd->add_option("--prune-scope", o.prune_scope,
+                  "layer (every tensor to the sparsity) or global (one ranking)")
+      ->check(CLI::IsMember({"layer", "global"}))
+      ->capture_default_str();
+  cmd->add_option("--prune-exclude", o.prune_exclude,
+                  "never prune parameters matching this glob, e.g. 'conv1.*' (repeatable)");
+}
+
+// key=value pairs of --compress-opt into the options map.
+void parse_compress_options(const std::vector<std::string>& pairs, TrainOptions& o) {
+  for (const auto& kv : pairs) {
+    auto eq = kv.find('=');
+    PAC_CHECK(eq != std::string::npos && eq > 0, "--compress-opt '{}' must be key=value", kv);
+    o.compress_options[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
 }
 
 }  // namespace
@@ -99,6 +126,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train_cmd->add_flag("--allow-unused-parameters", o.allow_unused_parameters,
                       "data parallel: reduce parameters that got no gradient as zeros");
+  add_prune_options(train_cmd, o);
+  train_cmd
+      ->add_option("--prune-schedule", o.prune_schedule,
+                   "oneshot:STEP, gradual:T0:T1:DT[:S0] or imp:ROUNDS:EPOCHS_PER_ROUND")
+      ->capture_default_str();
   train_cmd->add_option("--seed", o.seed, "random seed")->capture_default_str();
   train_cmd->add_option("--threads", o.threads, "CPU threads (0: every core)")
       ->capture_default_str();
@@ -131,6 +163,28 @@ int main(int argc, char** argv) {
   CLI::App* summary_cmd = app.add_subcommand("summary", "print a model's layers and parameters");
   add_model_options(summary_cmd, summary_config, false);
 
+  PruneReportOptions report;
+  report.train.model.in_channels = report.train.model.num_classes = 0;
+  report.train.model.image_size = 0;
+  CLI::App* report_cmd = app.add_subcommand(
+      "prune-report", "prune a model (or a checkpoint) and print density, FLOPs and bytes per step");
+  add_model_options(report_cmd, report.train.model, true);
+  add_prune_options(report_cmd, report.train);
+  report_cmd->add_option("--checkpoint", report.checkpoint, "start from this checkpoint");
+  report_cmd->add_option("--data", report.train.data, "data set (a batch for gradient criteria)")
+      ->capture_default_str();
+  report_cmd->add_option("--data-dir", report.train.data_dir, "folder of the data set");
+  report_cmd->add_option("--world", report.world, "ranks, for the bytes on the wire")
+      ->capture_default_str();
+  report_cmd->add_option("--bucket-mb", report.train.bucket_mb, "gradient bucket size (MB)")
+      ->capture_default_str();
+  report_cmd->add_option("--first-bucket-mb", report.train.first_bucket_mb, "first bucket (MB)")
+      ->capture_default_str();
+  std::vector<std::string> report_compress_opts;
+  report_cmd->add_option("--compress-opt", report_compress_opts,
+                         "pactrain option, e.g. enc=ternary, for the bytes column");
+  report_cmd->add_option("--seed", report.train.seed, "random seed")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -138,12 +192,14 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train_cmd) {
-      for (const auto& kv : compress_opts) {
-        auto eq = kv.find('=');
-        PAC_CHECK(eq != std::string::npos && eq > 0, "--compress-opt '{}' must be key=value", kv);
-        o.compress_options[kv.substr(0, eq)] = kv.substr(eq + 1);
-      }
+      parse_compress_options(compress_opts, o);
       train(o);
+    } else if (*report_cmd) {
+      parse_compress_options(report_compress_opts, report.train);
+      for (const auto& [key, value] : report.train.compress_options) {
+        PAC_CHECK(key == "enc", "prune-report: --compress-opt {} is not used; only enc=", key);
+      }
+      std::fputs(run_prune_report(report).c_str(), stdout);
     } else if (*eval_cmd) {
       models::ModelConfig config = read_checkpoint_config(eval_checkpoint);
       nn::ModulePtr model = models::make_model(config);

@@ -19,6 +19,8 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+#include "prune/pruner.h"
+#include "prune/report.h"
 
 namespace pac {
 
@@ -78,13 +80,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
 void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
                        const models::ModelConfig& config) {
   if (group.size() == 1) return;
-  std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config),
-                                     o.compress, fmt::join(o.compress_options, ","), o.bucket_mb,
-                                     o.first_bucket_mb, o.batch, o.optimizer, o.seed);
+  std::string settings = fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config), o.compress,
+      fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb, o.batch, o.optimizer,
+      o.seed, o.prune, o.sparsity, o.prune_scope, o.prune_schedule, fmt::join(o.prune_exclude, ","));
   PAC_CHECK(comm::all_ranks_equal(group, std::hash<std::string>{}(settings)),
             "rank {}: the ranks were started with different settings (model, --compress, "
-            "--compress-opt, bucket sizes, --batch, --optimizer or --seed); start every rank with "
-            "the same command line",
+            "--compress-opt, bucket sizes, --batch, --optimizer, --seed or pruning); start every "
+            "rank with the same command line",
             group.rank());
 }
 
@@ -189,6 +192,28 @@ TrainResult train(const TrainOptions& o) {
   if (o.max_steps > 0) total_steps = std::min(total_steps, o.max_steps);
   auto schedule = optim::parse_schedule(o.schedule, o.lr, total_steps, o.warmup);
 
+  std::unique_ptr<prune::Pruner> pruner;
+  if (!o.prune.empty()) {
+    PAC_CHECK(o.resume.empty() || o.prune_schedule.rfind("imp:", 0) != 0,
+              "--resume with --prune-schedule imp is not supported: the weights to rewind to are "
+              "not in the checkpoint");
+    pruner = std::make_unique<prune::Pruner>(
+        *model,
+        prune::PrunerOptions{o.prune, o.sparsity, o.prune_scope, o.prune_schedule, o.prune_exclude,
+                             o.seed, batches},
+        group);
+  } else {
+    PAC_CHECK(o.prune_exclude.empty(), "--prune-exclude needs --prune");
+  }
+  prune::ReportOptions report_options{
+      {1, config.in_channels, config.image_size, config.image_size},
+      o.bucket_mb,
+      o.first_bucket_mb,
+      o.compress_options.count("enc") && o.compress_options.at("enc") != "auto"
+          ? o.compress_options.at("enc")
+          : "fp32",
+      world};
+
   RunPosition position;
   if (!o.resume.empty()) {
     auto loaded = load_checkpoint(o.resume, config, *model, optimizer.get());
@@ -215,15 +240,19 @@ TrainResult train(const TrainOptions& o) {
       std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n", world,
                   group->backend().c_str(), o.compress.c_str(), reducer->buckets().size());
     }
+    if (pruner) std::printf("pruning: %s\n", pruner->describe().c_str());
   }
 
   TrainResult result;
+  const double ring_factor = world > 1 ? 2.0 * (world - 1) / world : 0.0;
+  result.dense_bytes_per_step =
+      static_cast<double>(prune::bytes_per_step(*model, report_options).dense) * ring_factor;
   auto run_start = Clock::now();
   model->train();
   for (int64_t epoch = position.epoch; epoch < o.epochs && position.step < total_steps; ++epoch) {
     loader.set_epoch(epoch);
     auto epoch_start = Clock::now();
-    double loss_sum = 0.0;
+    double loss_sum = 0.0, bytes_sum = 0.0, samples = 0.0;
     int64_t loss_count = 0;
     int64_t first_batch = epoch == position.epoch ? position.batch : 0;
     for (int64_t b = first_batch; b < batches && position.step < total_steps; ++b) {
@@ -231,11 +260,36 @@ TrainResult train(const TrainOptions& o) {
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
       data::Batch batch = loader.batch(b);
+      if (pruner) {
+        prune::ScoreContext context;
+        // A criterion's gradient pass runs on rank 0 alone, so it must not be all-reduced.
+        context.compute_gradients = [&] {
+          if (reducer) reducer->set_paused(true);
+          optimizer->zero_grad();
+          try {
+            cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing).backward();
+          } catch (...) {
+            if (reducer) reducer->set_paused(false);
+            throw;
+          }
+          if (reducer) reducer->set_paused(false);
+        };
+        prune::PruneStep pruned = pruner->step(position.step, context);
+        if (pruned.rewound) optimizer->reset_state();
+        if (pruned.pruned && !quiet && !show_bar) {
+          std::printf("step %ld: pruned to %.1f%% sparsity%s\n", static_cast<long>(position.step),
+                      100.0 * pruner->sparsity(), pruned.rewound ? ", weights rewound" : "");
+        }
+        if (pruned.pruned && !quiet && position.step == pruner->schedule().last_step()) {
+          std::printf("%s", prune::prune_report(*model, report_options).c_str());
+        }
+      }
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
       optimizer->zero_grad();
       loss.backward();
       comm::ReducerStepStats comm_stats;
       if (reducer) comm_stats = reducer->finalize();
+      if (pruner) pruner->observe();
       if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
       optimizer->step();
       ++position.step;
@@ -247,6 +301,8 @@ TrainResult train(const TrainOptions& o) {
                 position.step);
       loss_sum += value;
       ++loss_count;
+      bytes_sum += static_cast<double>(comm_stats.bytes_sent);
+      samples += static_cast<double>(batch.labels.numel() * world);
       double step_s = seconds_since(step_start);
       double samples_per_s = batch.labels.numel() / std::max(step_s, 1e-9);
       if (position.step % o.log_every == 0 || b + 1 == batches || position.step == total_steps) {
@@ -262,6 +318,7 @@ TrainResult train(const TrainOptions& o) {
              {"compute_s", std::max(0.0, step_s - comm_stats.comm_exposed_s - comm_stats.codec_s)},
              {"codec_s", comm_stats.codec_s},
              {"comm_exposed_s", comm_stats.comm_exposed_s},
+             {"density", pruner ? 1.0 - pruner->sparsity() : 1.0},
              {"world_size", world}});
       }
       if (show_bar) {
@@ -276,6 +333,8 @@ TrainResult train(const TrainOptions& o) {
     }
     if (show_bar) std::fprintf(stderr, "\n");
     result.train_loss = loss_count ? loss_sum / loss_count : 0.0;
+    result.bytes_per_step = loss_count ? bytes_sum / loss_count : 0.0;
+    result.samples_per_s = samples / std::max(seconds_since(epoch_start), 1e-9);
     // The replicas are identical, so one evaluation is enough; the other ranks go on and meet
     // rank 0 again at the next step's first all-reduce.
     if (!leader) continue;
@@ -297,6 +356,17 @@ TrainResult train(const TrainOptions& o) {
     save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
   }
   result.steps = position.step;
+  result.density = pruner ? 1.0 - pruner->sparsity() : 1.0;
+  if (leader && !quiet) {
+    std::printf("\n%-16s %-12s %-10s %-10s %-22s %s\n", "compressor", "test acc", "samples/s",
+                "density", "bytes/step (per rank)", "dense would send");
+    std::printf("%-16s %-12s %-10.0f %-10s %-22.0f %.0f (%.3fx)\n", o.compress.c_str(),
+                fmt::format("{:.2f}%", 100.0 * result.test.accuracy).c_str(), result.samples_per_s,
+                fmt::format("{:.1f}%", 100.0 * result.density).c_str(), result.bytes_per_step,
+                result.dense_bytes_per_step,
+                result.dense_bytes_per_step > 0 ? result.bytes_per_step / result.dense_bytes_per_step
+                                                : 0.0);
+  }
   return result;
 }
 

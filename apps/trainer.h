@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "apps/data/dataset.h"
 #include "apps/models/registry.h"
@@ -36,6 +37,12 @@ struct TrainOptions {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool allow_unused_parameters = false;
 
+  // Pruning (prune/): a criterion name turns it on.
+  std::string prune;
+  double sparsity = 0.5;
+  std::string prune_scope = "layer", prune_schedule = "oneshot:0";
+  std::vector<std::string> prune_exclude;
+
   uint64_t seed = 0;
   int threads = 0;  // 0: every core
   std::string metrics, checkpoint, resume;
@@ -53,6 +60,10 @@ struct TrainResult {
   EvalResult test;
   double train_loss = 0.0;  // mean over the last epoch's steps
   int64_t steps = 0;
+  double samples_per_s = 0.0;     // all ranks together, over the last epoch
+  double bytes_per_step = 0.0;    // gradient bytes this rank sent per step, last epoch, measured
+  double dense_bytes_per_step = 0.0;  // what dense fp32 all-reduce sends per step per rank
+  double density = 1.0;           // kept fraction of the prunable weights (1 without pruning)
 };
 
 TrainResult train(const TrainOptions& options);

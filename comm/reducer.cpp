@@ -66,6 +66,7 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
 }
 
 void Reducer::mark_ready(size_t bucket, size_t entry) {
+  if (paused_) return;
   PAC_CHECK(!ready_[bucket][entry],
             "reducer: '{}' received a second gradient before finalize(); call finalize() after "
             "every backward",

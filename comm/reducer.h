@@ -44,6 +44,10 @@ class Reducer {
   // and readies the reducer for the next backward. Call it after loss.backward().
   ReducerStepStats finalize();
 
+  // While paused, backward passes are not reduced (the gradients stay local): for a pruning
+  // criterion's gradient pass on one rank only. Call finalize() only while not paused.
+  void set_paused(bool paused) { paused_ = paused; }
+
   const std::vector<Bucket>& buckets() const { return buckets_; }
   ProcessGroup& group() { return *group_; }
   Compressor& compressor() { return *compressor_; }
@@ -60,6 +64,7 @@ class Reducer {
   std::vector<std::vector<bool>> ready_;  // per bucket and parameter, this step
   std::vector<WorkPtr> work_;             // per bucket, once launched
   size_t next_launch_ = 0;
+  bool paused_ = false;
   uint64_t bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
 };
