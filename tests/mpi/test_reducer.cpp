@@ -13,7 +13,9 @@
 #include "tests/mpi/world.h"
 
 using namespace pac;
+using pac::testing::ring_bytes;
 using pac::testing::world;
+using pac::testing::world_ptr;
 
 namespace {
 
@@ -25,18 +27,6 @@ std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
       std::make_shared<nn::Linear>(32, 3)});
 }
 
-// Bytes rank r sends in a ring all-reduce of n elements: every chunk but its own in the
-// reduce-scatter, every chunk but its right neighbour's in the all-gather.
-uint64_t ring_bytes(int64_t n, int64_t element_bytes, int r, int p) {
-  if (p == 1) return 0;
-  auto chunk = [&](int c) { return n * (c + 1) / p - n * c / p; };
-  return static_cast<uint64_t>(element_bytes * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
-}
-
-// A non-owning pointer to the shared world group, for the Reducer.
-comm::ProcessGroupPtr world_ptr() {
-  return comm::ProcessGroupPtr(&world(), [](auto*) {});
-}
 
 }  // namespace
 

@@ -7,4 +7,17 @@ namespace pac::testing {
 
 comm::ProcessGroup& world();
 
+// A non-owning pointer to the shared world group, for the Reducer and the Pruner.
+inline comm::ProcessGroupPtr world_ptr() {
+  return comm::ProcessGroupPtr(&world(), [](auto*) {});
+}
+
+// Bytes rank r sends in a ring all-reduce of n elements: every chunk but its own in the
+// reduce-scatter, every chunk but its right neighbour's in the all-gather.
+inline uint64_t ring_bytes(int64_t n, int64_t element_bytes, int r, int p) {
+  if (p == 1) return 0;
+  auto chunk = [&](int c) { return n * (c + 1) / p - n * c / p; };
+  return static_cast<uint64_t>(element_bytes * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
+}
+
 }  // namespace pac::testing

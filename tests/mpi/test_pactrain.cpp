@@ -1,0 +1,227 @@
+// The PacTrain compressor across real ranks: the compact all-reduce gives dense's average on the
+// kept entries (bit for bit with 2 ranks), step after step and across mask changes; the 16-bit
+// and ternary encodings stay within their precision or are unbiased; bytes on the wire, kernels
+// and allocations per step are counted and compared with dense.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "comm/compressor.h"
+#include "core/allocator.h"
+#include "core/generator.h"
+#include "optim/sgd.h"
+#include "tests/mpi/world.h"
+
+using namespace pac;
+using pac::testing::ring_bytes;
+using pac::testing::world;
+
+namespace {
+
+// A bucket of three parameters: two weights that get masks and a bias that stays dense.
+struct MaskedBucket {
+  comm::Bucket bucket;
+  std::vector<nn::ParameterPtr> params;
+
+  MaskedBucket() {
+    int64_t offset = 0;
+    for (Shape s : {Shape{8, 6}, Shape{8}, Shape{16, 8, 3, 3}}) {
+      auto p = std::make_shared<nn::Parameter>(Generator(5).randn(s));
+      bucket.entries.push_back({"p" + std::to_string(params.size()), p, offset, p->numel()});
+      params.push_back(p);
+      offset += p->numel();
+    }
+    bucket.flat = Tensor::zeros({offset});
+  }
+
+  // The same random masks on every rank (same seed), about `density` kept.
+  void mask(uint64_t seed, float density) {
+    Generator g(seed);
+    for (size_t i : {size_t(0), size_t(2)}) {
+      Tensor m = Tensor::empty(params[i]->shape(), DType::u8);
+      for (int64_t j = 0; j < m.numel(); ++j) m.data<uint8_t>()[j] = g.uniform() < density;
+      params[i]->set_mask(m);
+    }
+  }
+
+  int64_t kept() const {
+    int64_t k = 0;
+    for (const auto& p : params) k += p->kept_count();
+    return k;
+  }
+
+  // This rank's gradient for `step` into the bucket; returns dense's average of all ranks'.
+  Tensor fill_gradient(uint64_t step) {
+    Tensor mine = Generator(1000 * step + world().rank()).randn({bucket.flat.numel()});
+    bucket.flat.copy_(mine);
+    Tensor average = mine.clone();
+    auto dense = comm::make_compressor("dense", {});
+    comm::Bucket copy{bucket.index, average, bucket.entries};
+    dense->reduce(copy, world())->wait();
+    return average;
+  }
+};
+
+// Calls check(compact value, dense value) for every kept entry of every parameter.
+template <class F>
+void for_each_kept(const MaskedBucket& b, const Tensor& reference, F check) {
+  for (size_t e = 0; e < b.params.size(); ++e) {
+    const nn::Parameter& p = *b.params[e];
+    REQUIRE(p.compact_grad().defined());
+    const float* compact = p.compact_grad().data<float>();
+    for (int64_t j = 0; j < p.kept_count(); ++j) {
+      int64_t position = p.has_mask() ? p.kept().data<int32_t>()[j] : j;
+      check(compact[j], reference.data<float>()[b.bucket.entries[e].offset + position]);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pactrain fp32 gives dense's average on the kept entries, across mask changes") {
+  MaskedBucket b;
+  auto pactrain = comm::make_compressor("pactrain", {});
+  const bool exact = world().size() == 2;
+  for (uint64_t step = 0; step < 6; ++step) {
+    if (step == 0 || step == 3) b.mask(77 + step, step == 0 ? 0.3f : 0.2f);
+    Tensor reference = b.fill_gradient(step);
+    for (auto& p : b.params) p->set_compact_grad(Tensor());
+    pactrain->reduce(b.bucket, world())->wait();
+    int64_t compared = 0;
+    for_each_kept(b, reference, [&](float got, float want) {
+      if (exact)
+        CHECK(got == want);
+      else
+        CHECK(got == doctest::Approx(want).epsilon(1e-5));
+      ++compared;
+    });
+    CHECK(compared == b.kept());
+  }
+
+  // The optimizer reads the compact gradient: kept weights move by exactly -lr * average, pruned
+  // ones stay exactly zero.
+  std::vector<Tensor> before;
+  for (auto& p : b.params) before.push_back(p->data().clone());
+  Tensor reference = b.fill_gradient(99);
+  pactrain->reduce(b.bucket, world())->wait();
+  optim::Sgd sgd({{"p0", b.params[0]}, {"p1", b.params[1]}, {"p2", b.params[2]}},
+                 {0.5f, 0.0f, 0.0f, 0.0f, false});
+  sgd.step();
+  for (size_t e = 0; e < b.params.size(); ++e) {
+    const nn::Parameter& p = *b.params[e];
+    const float* w = p.data().data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      bool kept = !p.has_mask() || p.mask().data<uint8_t>()[i];
+      float g = reference.data<float>()[b.bucket.entries[e].offset + i];
+      if (!kept)
+        CHECK(w[i] == 0.0f);
+      else if (exact)
+        CHECK(w[i] == before[e].data<float>()[i] - 0.5f * g);
+      else
+        CHECK(w[i] == doctest::Approx(before[e].data<float>()[i] - 0.5f * g).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("pactrain without masks is dense, bit for bit") {
+  MaskedBucket b;
+  auto pactrain = comm::make_compressor("pactrain", {});
+  Tensor reference = b.fill_gradient(3);
+  pactrain->reduce(b.bucket, world())->wait();
+  for (int64_t i = 0; i < reference.numel(); ++i)
+    CHECK(b.bucket.flat.data<float>()[i] == reference.data<float>()[i]);
+  CHECK_FALSE(b.params[0]->compact_grad().defined());
+}
+
+TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
+  for (const char* enc : {"bf16", "fp16"}) {
+    MaskedBucket b;
+    b.mask(31, 0.25f);
+    auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}});
+    Tensor reference = b.fill_gradient(7);
+    pactrain->reduce(b.bucket, world())->wait();
+    // Each rank rounds its share once and every partial sum rounds again.
+    double unit = std::string(enc) == "bf16" ? 1.0 / 256 : 1.0 / 2048;
+    for_each_kept(b, reference, [&](float got, float want) {
+      CHECK(std::abs(got - want) <= unit * world().size() * (std::abs(want) + 0.5));
+    });
+  }
+}
+
+TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of the scale") {
+  MaskedBucket b;
+  b.mask(41, 0.3f);
+  auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"}, {"seed", "3"}});
+  Tensor reference = b.fill_gradient(11);
+  Tensor mine = b.bucket.flat.clone();
+  // The shared scale: the largest kept magnitude on any rank.
+  float local_max = 0.0f;
+  for (const auto& e : b.bucket.entries) {
+    const nn::Parameter& p = *e.param;
+    for (int64_t j = 0; j < p.kept_count(); ++j) {
+      int64_t pos = p.has_mask() ? p.kept().data<int32_t>()[j] : j;
+      local_max = std::max(local_max, std::abs(mine.data<float>()[e.offset + pos]));
+    }
+  }
+  Tensor scale = Tensor::full({1}, local_max);
+  world().all_reduce(scale, comm::ReduceOp::max)->wait();
+  const float unit = scale.item() / world().size();
+
+  const int trials = 300;
+  std::vector<double> mean(b.kept(), 0.0);
+  for (int t = 0; t < trials; ++t) {
+    b.bucket.flat.copy_(mine);
+    pactrain->reduce(b.bucket, world())->wait();
+    int64_t j = 0;
+    for_each_kept(b, reference, [&](float got, float) {
+      double units = got / unit;
+      CHECK(std::abs(units - std::round(units)) < 1e-3);
+      CHECK(std::abs(units) <= world().size() + 1e-3);
+      mean[j++] += got / trials;
+    });
+  }
+  // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
+  int64_t j = 0, outside = 0;
+  double bound = 4.0 * scale.item() / std::sqrt(double(world().size()) * trials);
+  for_each_kept(b, reference, [&](float, float want) { outside += std::abs(mean[j++] - want) > bound; });
+  CHECK(outside <= b.kept() / 500 + 1);
+}
+
+TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus one scale") {
+  const int r = world().rank(), p = world().size();
+  for (const char* enc : {"fp32", "bf16", "ternary"}) {
+    MaskedBucket b;
+    b.mask(51, 0.2f);
+    auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}});
+    b.fill_gradient(1);
+    uint64_t before = world().bytes_sent();
+    pactrain->reduce(b.bucket, world())->wait();
+    uint64_t sent = world().bytes_sent() - before;
+    std::string e = enc;
+    uint64_t expected = e == "fp32"   ? ring_bytes(b.kept(), 4, r, p)
+                        : e == "bf16" ? ring_bytes(b.kept(), 2, r, p)
+                                      : ring_bytes(b.kept(), 1, r, p) + ring_bytes(1, 4, r, p);
+    CHECK(sent == expected);
+  }
+}
+
+TEST_CASE("pactrain launches no more kernels and allocates no more per step than dense") {
+  MaskedBucket b;
+  b.mask(61, 0.2f);
+  auto count = [&](comm::Compressor& c) {
+    c.reduce(b.bucket, world())->wait();  // the first step builds the plan
+    uint64_t kernels = c.kernels();
+    size_t allocations = cpu_allocator_stats().allocations;
+    for (int step = 0; step < 5; ++step) c.reduce(b.bucket, world())->wait();
+    return std::make_pair((c.kernels() - kernels) / 5,
+                          (cpu_allocator_stats().allocations - allocations) / 5);
+  };
+  auto dense = comm::make_compressor("dense", {});
+  auto pactrain = comm::make_compressor("pactrain", {});
+  auto [dense_kernels, dense_allocations] = count(*dense);
+  auto [pactrain_kernels, pactrain_allocations] = count(*pactrain);
+  CHECK(dense_kernels == 1);
+  CHECK(pactrain_kernels == 1);  // the fused pack; no unpack
+  CHECK(pactrain_allocations <= dense_allocations);
+  CHECK(pactrain_allocations == 0);
+}

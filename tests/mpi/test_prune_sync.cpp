@@ -1,0 +1,147 @@
+// Pruning across real ranks: masks are identical on every rank after every schedule step, a rank
+// whose mask differs is caught, an error on rank 0 stops every rank, and training a pruned model
+// with pactrain takes the same steps as with dense.
+#include <doctest/doctest.h>
+
+#include "comm/reducer.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "layers/linear.h"
+#include "layers/sequential.h"
+#include "layers/simple_layers.h"
+#include "optim/sgd.h"
+#include "prune/mask_sync.h"
+#include "prune/pruner.h"
+#include "tests/mpi/world.h"
+
+using namespace pac;
+using pac::testing::world;
+using pac::testing::world_ptr;
+
+namespace {
+
+std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
+  default_generator().manual_seed(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(32, 32), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(32, 3)});
+}
+
+// True when every rank holds exactly this mask: the sum over ranks is 0 or world at every entry.
+bool same_everywhere(const nn::Parameter& p) {
+  Tensor m = p.has_mask() ? p.mask().to(DType::f32) : Tensor::full(p.shape(), 1.0f);
+  world().all_reduce(m, comm::ReduceOp::sum)->wait();
+  for (float v : m.to_vector()) {
+    if (v != 0.0f && v != static_cast<float>(world().size())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("masks are identical on every rank after every step of a gradual schedule") {
+  auto model = mlp(1 + world().rank());  // different weights per rank: rank 0's scores decide
+  prune::Pruner pruner(*model, {"random", 0.7, "global", "gradual:0:4:1", {}, 9, 0}, world_ptr());
+  std::vector<Tensor> previous;
+  for (int64_t step = 0; step <= 5; ++step) {
+    prune::ScoreContext context;
+    pruner.step(step, context);
+    for (size_t i = 0; i < pruner.prunable().size(); ++i) {
+      const nn::Parameter& p = *pruner.prunable()[i].second;
+      CHECK(same_everywhere(p));
+      if (p.has_mask()) {
+        if (i < previous.size()) {  // masks only shrink
+          for (int64_t j = 0; j < p.numel(); ++j)
+            CHECK(p.mask().data<uint8_t>()[j] <= previous[i].data<uint8_t>()[j]);
+        }
+        if (previous.size() <= i) previous.resize(i + 1);
+        previous[i] = p.mask().clone();
+      }
+    }
+  }
+  CHECK(pruner.sparsity() == doctest::Approx(0.7).epsilon(0.002));
+}
+
+TEST_CASE("a rank with a different mask is detected on every rank") {
+  auto model = mlp(3);
+  auto params = model->named_parameters();
+  prune::NamedParameters weights = {params[0]};
+  Tensor mask = Tensor::full(params[0].second->shape(), 1.0f).to(DType::u8);
+  mask.data<uint8_t>()[5] = 0;
+  params[0].second->set_mask(mask);
+  CHECK_NOTHROW(prune::check_masks_agree(world(), weights));
+  if (world().rank() == world().size() - 1) {
+    mask.data<uint8_t>()[6] = 0;
+    params[0].second->set_mask(mask);
+  }
+  CHECK_THROWS_WITH(prune::check_masks_agree(world(), weights),
+                    doctest::Contains("pruning masks differ between ranks"));
+  // broadcast_masks repairs it from rank 0.
+  prune::broadcast_masks(world(), weights);
+  CHECK_NOTHROW(prune::check_masks_agree(world(), weights));
+  CHECK(params[0].second->kept_count() == params[0].second->numel() - 1);
+}
+
+namespace {
+
+class FailingCriterion : public prune::Criterion {
+ public:
+  std::string name() const override { return "fails"; }
+  std::vector<Tensor> score(const prune::NamedParameters&, prune::ScoreContext&) override {
+    PAC_FAIL("this criterion always fails");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an error in rank 0's criterion stops every rank") {
+  prune::register_criterion("fails", [] { return std::make_unique<FailingCriterion>(); });
+  auto model = mlp(4);
+  prune::Pruner pruner(*model, {"fails", 0.5, "layer", "oneshot:0", {}, 0, 0}, world_ptr());
+  prune::ScoreContext context;
+  if (world().rank() == 0)
+    CHECK_THROWS_WITH(pruner.step(0, context), doctest::Contains("always fails"));
+  else
+    CHECK_THROWS_WITH(pruner.step(0, context), doctest::Contains("rank 0 failed"));
+}
+
+TEST_CASE("a pruned model trains the same with pactrain as with dense") {
+  auto run = [](const std::string& compressor) {
+    auto model = mlp(7);
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor(compressor, {}),
+                          {25.0, 0.0005});
+    prune::Pruner pruner(*model, {"magnitude", 0.75, "layer", "gradual:0:6:2", {}, 0, 0},
+                         world_ptr());
+    optim::Sgd sgd(model->named_parameters(), {0.1f, 0.9f, 0.0f, 1e-3f, false});
+    for (int64_t step = 0; step < 10; ++step) {
+      prune::ScoreContext context;
+      pruner.step(step, context);
+      Generator g(100 * step + world().rank());
+      Tensor x = g.randn({8, 6});
+      Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+      sgd.zero_grad();
+      cross_entropy((*model)(x), y).backward();
+      reducer.finalize();
+      sgd.step();
+    }
+    CHECK(pruner.sparsity() == doctest::Approx(0.75).epsilon(0.01));
+    std::vector<float> weights;
+    for (auto& [name, p] : model->named_parameters()) {
+      auto v = p->data().to_vector();
+      for (int64_t i = 0; i < p->numel(); ++i) {
+        if (p->has_mask() && !p->mask().data<uint8_t>()[i]) CHECK(v[i] == 0.0f);
+      }
+      weights.insert(weights.end(), v.begin(), v.end());
+    }
+    return weights;
+  };
+  std::vector<float> dense = run("dense"), pactrain = run("pactrain");
+  REQUIRE(dense.size() == pactrain.size());
+  for (size_t i = 0; i < dense.size(); ++i) {
+    if (world().size() == 2)
+      CHECK(pactrain[i] == dense[i]);
+    else
+      CHECK(pactrain[i] == doctest::Approx(dense[i]).epsilon(1e-4));
+  }
+}
