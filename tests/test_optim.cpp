@@ -7,6 +7,7 @@
 
 #include "core/autograd.h"
 #include "core/generator.h"
+#include "layers/parameter.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
@@ -111,6 +112,63 @@ TEST_CASE("pruned entries and their optimizer state stay exactly zero over many 
       for (size_t i = 0; i < s.size(); ++i) {
         if (m[i] == 0.0f) REQUIRE(s[i] == 0.0f);
       }
+    }
+  }
+}
+
+namespace {
+
+// The kept entries of a dense gradient, in the order of the parameter's kept positions.
+Tensor compact_of(const nn::Parameter& p, const Tensor& dense) {
+  Tensor c = Tensor::empty({p.kept_count()});
+  for (int64_t j = 0; j < p.kept_count(); ++j)
+    c.data<float>()[j] = dense.data<float>()[p.kept().data<int32_t>()[j]];
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the compact gradient path updates exactly as the dense one, and a new mask clears "
+    "the state it prunes") {
+  for (int kind = 0; kind < 2; ++kind) {
+    CAPTURE(kind);
+    Generator g(21);
+    Tensor init = g.randn({7, 4});
+    auto dense_param = std::make_shared<nn::Parameter>(init.clone());
+    auto compact_param = std::make_shared<nn::Parameter>(init.clone());
+    Tensor mask = g.bernoulli({7, 4}, 0.6f);
+    dense_param->set_mask(mask);
+    compact_param->set_mask(mask);
+    auto make = [&](nn::ParameterPtr p) -> std::unique_ptr<optim::Optimizer> {
+      if (kind == 0)
+        return std::make_unique<optim::Sgd>(optim::NamedParameters{{"w", p}},
+                                            optim::SgdOptions{0.1f, 0.9f, 0.0f, 0.01f, true});
+      return std::make_unique<optim::AdamW>(optim::NamedParameters{{"w", p}},
+                                            optim::AdamWOptions{0.01f});
+    };
+    auto dense_opt = make(dense_param), compact_opt = make(compact_param);
+    for (int step = 0; step < 30; ++step) {
+      if (step == 15) {  // the mask shrinks mid-run
+        Tensor smaller = mask.clone();
+        for (int64_t i = 0; i < smaller.numel(); i += 3) smaller.data<float>()[i] = 0.0f;
+        dense_param->set_mask(smaller);
+        compact_param->set_mask(smaller);
+      }
+      Tensor grad = g.randn({7, 4});
+      dense_param->data().set_grad(grad);
+      compact_param->data().set_grad(Tensor::full({7, 4}, 1e6f));  // must be ignored
+      compact_param->set_compact_grad(compact_of(*compact_param, grad));
+      dense_opt->step();
+      compact_opt->step();
+      compact_opt->zero_grad();
+      CHECK_FALSE(compact_param->compact_grad().defined());
+    }
+    CHECK(compact_param->data().to_vector() == dense_param->data().to_vector());
+    auto dense_state = dense_opt->state(), compact_state = compact_opt->state();
+    for (auto& [name, t] : dense_state) {
+      INFO(name);
+      CHECK(compact_state.at(name).to_vector() == t.to_vector());
     }
   }
 }

@@ -1,0 +1,324 @@
+// Pruning in one process: schedules, name patterns, layer and global selection, structured
+// channel pruning with its coupled parameters, the gradient criteria (GraSP's Hessian-vector
+// product against a closed form), a criterion registered from this file, and the report.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "apps/models/registry.h"
+#include "apps/trainer.h"
+#include "comm/process_group.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "layers/batch_norm.h"
+#include "layers/conv2d.h"
+#include "layers/linear.h"
+#include "layers/sequential.h"
+#include "layers/simple_layers.h"
+#include "prune/pruner.h"
+#include "prune/report.h"
+
+using namespace pac;
+
+namespace {
+
+prune::PrunerOptions options(const std::string& criterion, double sparsity,
+                             const std::string& scope = "layer") {
+  prune::PrunerOptions o;
+  o.criterion = criterion;
+  o.sparsity = sparsity;
+  o.scope = scope;
+  return o;
+}
+
+std::shared_ptr<nn::Sequential> mlp() {
+  default_generator().manual_seed(3);
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(10, 40), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(40, 20), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(20, 4)});
+}
+
+std::vector<float> kept_values(const nn::Parameter& p, bool kept) {
+  std::vector<float> out;
+  auto w = p.data().to_vector();
+  for (int64_t i = 0; i < p.numel(); ++i) {
+    if ((p.mask().data<uint8_t>()[i] != 0) == kept) out.push_back(std::abs(w[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("prune schedules: one-shot, Zhu and Gupta's cubic, iterative with rewinding") {
+  prune::PruneSchedule oneshot("oneshot:5", 0.8, 0);
+  CHECK_FALSE(oneshot.at(4).due);
+  CHECK(oneshot.at(5).due);
+  CHECK(oneshot.at(5).sparsity == 0.8);
+
+  prune::PruneSchedule gradual("gradual:10:50:10", 0.9, 0);
+  CHECK_FALSE(gradual.at(9).due);
+  CHECK_FALSE(gradual.at(15).due);
+  CHECK(gradual.at(10).sparsity == doctest::Approx(0.0));
+  CHECK(gradual.at(30).sparsity == doctest::Approx(0.9 * (1 - 0.125)));  // (1 - 1/2)^3
+  CHECK(gradual.at(50).sparsity == doctest::Approx(0.9));
+  CHECK_FALSE(gradual.at(60).due);
+
+  prune::PruneSchedule imp("imp:3:2", 0.875, 10);  // a round is 2 epochs of 10 steps
+  CHECK_FALSE(imp.at(0).due);
+  CHECK(imp.at(20).due);
+  CHECK(imp.at(20).rewind);
+  CHECK(imp.at(20).sparsity == doctest::Approx(0.5));  // 1 - 0.125^(1/3)
+  CHECK(imp.at(60).sparsity == doctest::Approx(0.875));
+  CHECK_FALSE(imp.at(80).due);
+
+  CHECK_THROWS_WITH_AS(prune::PruneSchedule("gradual:5:5:1", 0.5, 0), doctest::Contains("T1 > T0"),
+                       Error);
+  CHECK_THROWS_WITH_AS(prune::PruneSchedule("cubic:1", 0.5, 0),
+                       doctest::Contains("expected oneshot:STEP"), Error);
+  CHECK_THROWS_WITH_AS(prune::PruneSchedule("oneshot:x", 0.5, 0),
+                       doctest::Contains("'x' is not a number"), Error);
+  CHECK_THROWS_WITH_AS(prune::PruneSchedule("oneshot:0", 1.0, 0), doctest::Contains("[0, 1)"),
+                       Error);
+}
+
+TEST_CASE("glob patterns on parameter names") {
+  CHECK(prune::glob_match("conv1.*", "conv1.weight"));
+  CHECK_FALSE(prune::glob_match("conv1.*", "layer1.0.conv1.weight"));
+  CHECK(prune::glob_match("*.conv?.weight", "layer1.0.conv2.weight"));
+  CHECK(prune::glob_match("fc.weight", "fc.weight"));
+  CHECK_FALSE(prune::glob_match("fc.weight", "fc.weights"));
+}
+
+TEST_CASE(
+    "layer-wise magnitude pruning keeps the largest weights of every tensor; biases and "
+    "excluded tensors are left alone") {
+  auto model = mlp();
+  auto o = options("magnitude", 0.75);
+  o.exclude = {"4.*"};
+  prune::Pruner pruner(*model, o, comm::make_local_group());
+  CHECK(pruner.prunable().size() == 2);  // 0.weight and 2.weight; biases are 1-D, 4.* excluded
+  prune::ScoreContext context;
+  pruner.prune_to(0.75, context);
+  for (const auto& [name, p] : pruner.prunable()) {
+    INFO(name);
+    CHECK(p->kept_count() == std::llround(0.25 * p->numel()));
+    auto kept = kept_values(*p, true), pruned = kept_values(*p, false);
+    CHECK(*std::min_element(kept.begin(), kept.end()) >=
+          *std::max_element(pruned.begin(), pruned.end()));
+  }
+  for (const auto& [name, p] : model->named_parameters()) {
+    if (name.find("bias") != std::string::npos || name.rfind("4.", 0) == 0) {
+      CHECK_FALSE(p->has_mask());
+    }
+  }
+  CHECK_THROWS_WITH_AS(prune::Pruner(
+                           *model,
+                           [] {
+                             auto bad = options("magnitude", 0.5);
+                             bad.exclude = {"classifier.*"};
+                             return bad;
+                           }(),
+                           comm::make_local_group()),
+                       doctest::Contains("matches no parameter"), Error);
+  CHECK_THROWS_WITH_AS(prune::Pruner(*model, options("l2", 0.5), comm::make_local_group()),
+                       doctest::Contains("--prune 'l2' is not known"), Error);
+}
+
+TEST_CASE("global pruning ranks all weights together, and masks only shrink") {
+  auto model = mlp();
+  prune::Pruner pruner(*model, options("magnitude", 0.6, "global"), comm::make_local_group());
+  prune::ScoreContext context;
+  pruner.prune_to(0.3, context);
+  std::vector<Tensor> first;
+  for (const auto& [name, p] : pruner.prunable()) first.push_back(p->mask().clone());
+  // Grow some pruned entries back in value: a shrinking mask must not revive them.
+  for (const auto& [name, p] : pruner.prunable()) {
+    float* w = static_cast<float*>(p->data().raw_data());
+    for (int64_t i = 0; i < p->numel(); ++i) w[i] = p->mask().data<uint8_t>()[i] ? w[i] : 100.0f;
+  }
+  std::vector<Tensor> before;
+  for (const auto& [name, p] : pruner.prunable()) before.push_back(p->data().clone());
+  pruner.prune_to(0.6, context);
+  CHECK(pruner.sparsity() == doctest::Approx(0.6).epsilon(1e-3));
+  std::vector<float> kept, pruned;  // magnitudes before this round: kept, and pruned this round
+  for (size_t i = 0; i < pruner.prunable().size(); ++i) {
+    const nn::Parameter& p = *pruner.prunable()[i].second;
+    for (int64_t j = 0; j < p.numel(); ++j) {
+      uint8_t now = p.mask().data<uint8_t>()[j], earlier = first[i].data<uint8_t>()[j];
+      CHECK(now <= earlier);
+      float magnitude = std::abs(before[i].data<float>()[j]);
+      if (now) kept.push_back(magnitude);
+      if (!now && earlier) pruned.push_back(magnitude);
+    }
+  }
+  REQUIRE_FALSE(pruned.empty());
+  CHECK(*std::min_element(kept.begin(), kept.end()) >=
+        *std::max_element(pruned.begin(), pruned.end()));
+  CHECK(pruner.prunable()[0].second->density() != doctest::Approx(0.4).epsilon(1e-3));
+}
+
+TEST_CASE("channel-l1 prunes whole output channels with their bias and batch norm") {
+  default_generator().manual_seed(5);
+  auto conv = std::make_shared<nn::Conv2d>(3, 8, 3, 1, 1, true);
+  auto bn = std::make_shared<nn::BatchNorm2d>(8);
+  auto model = std::make_shared<nn::Sequential>(
+      std::initializer_list<nn::ModulePtr>{conv, bn, std::make_shared<nn::ReLU>()});
+  prune::Pruner pruner(*model, options("channel-l1", 0.5), comm::make_local_group());
+  CHECK(pruner.masked().size() == 4);  // 0.weight, 0.bias, 1.weight, 1.bias
+  prune::ScoreContext context;
+  pruner.prune_to(0.5, context);
+  const auto& w = conv->weight;
+  std::vector<int> dead;
+  for (int64_t c = 0; c < 8; ++c) {
+    int kept = 0;
+    for (int64_t j = 0; j < 27; ++j) kept += w->mask().data<uint8_t>()[c * 27 + j];
+    CHECK((kept == 0 || kept == 27));
+    if (kept == 0) dead.push_back(static_cast<int>(c));
+    CHECK(conv->bias->mask().data<uint8_t>()[c] == (kept ? 1 : 0));
+    CHECK(bn->weight->mask().data<uint8_t>()[c] == (kept ? 1 : 0));
+    CHECK(bn->bias->mask().data<uint8_t>()[c] == (kept ? 1 : 0));
+  }
+  CHECK(dead.size() == 4);
+  // The pruned channels output exactly zero, in training and in evaluation.
+  Tensor x = default_generator().randn({2, 3, 6, 6});
+  for (bool training : {true, false}) {
+    model->train(training);
+    Tensor y = (*model)(x);
+    for (int c : dead) {
+      for (int64_t n = 0; n < 2; ++n) {
+        for (int64_t i = 0; i < 36; ++i) CHECK(y.data<float>()[(n * 8 + c) * 36 + i] == 0.0f);
+      }
+    }
+  }
+}
+
+namespace {
+
+// A one-parameter model whose loss is 1/2 sum(a w^2): gradient a w, Hessian diag(a).
+class Quadratic : public nn::Module {
+ public:
+  explicit Quadratic(Tensor a) : a_(std::move(a)) {
+    weight = register_parameter("weight", Generator(8).randn({4, 5}));
+  }
+  Tensor forward(const Tensor&) override { return weight->data(); }
+  std::string describe() const override { return "Quadratic"; }
+  Tensor loss() { return mul_scalar(sum(mul(a_, mul(weight->data(), weight->data()))), 0.5f); }
+
+  nn::ParameterPtr weight;
+
+ private:
+  Tensor a_;
+};
+
+}  // namespace
+
+TEST_CASE("snip scores |g w|; grasp's finite-difference Hessian-gradient product matches H g") {
+  Tensor a = Generator(9).rand({4, 5}, 0.5f, 2.0f);
+  Quadratic model(a);
+  prune::ScoreContext context;
+  context.compute_gradients = [&] {
+    model.zero_grad();
+    model.loss().backward();
+  };
+  prune::NamedParameters params = {{"weight", model.weight}};
+  auto w = model.weight->data().to_vector(), av = a.to_vector();
+
+  auto snip = prune::make_criterion("snip")->score(params, context);
+  for (size_t i = 0; i < w.size(); ++i)
+    CHECK(snip[0].data<float>()[i] == doctest::Approx(std::abs(av[i] * w[i] * w[i])));
+
+  // keep-score w * H g = w * a * (a w) = a^2 w^2.
+  auto grasp = prune::make_criterion("grasp")->score(params, context);
+  for (size_t i = 0; i < w.size(); ++i)
+    CHECK(grasp[0].data<float>()[i] == doctest::Approx(av[i] * av[i] * w[i] * w[i]).epsilon(1e-2));
+  CHECK(model.weight->data().to_vector() == w);  // the weights are restored exactly
+
+  // taylor accumulates |g w| over observed steps; before any, it takes one batch as snip does.
+  auto taylor = prune::make_criterion("taylor");
+  auto first = taylor->score(params, context);
+  CHECK(first[0].to_vector() == snip[0].to_vector());
+  context.compute_gradients();
+  taylor->observe(params);
+  taylor->observe(params);
+  auto twice = taylor->score(params, context);
+  for (size_t i = 0; i < w.size(); ++i)
+    CHECK(twice[0].data<float>()[i] == doctest::Approx(2 * snip[0].data<float>()[i]));
+}
+
+namespace {
+
+// What a fork adds: keeps the entries with the smallest magnitude (a deliberately odd rule, so
+// the test can tell it was used).
+class KeepSmallest : public prune::Criterion {
+ public:
+  std::string name() const override { return "keep-smallest"; }
+  std::vector<Tensor> score(const prune::NamedParameters& params, prune::ScoreContext&) override {
+    std::vector<Tensor> scores;
+    for (const auto& [name, p] : params) scores.push_back(neg(prune::abs_of(p->data())));
+    return scores;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a criterion registered from outside the library prunes and trains") {
+  prune::register_criterion("keep-smallest", [] { return std::make_unique<KeepSmallest>(); });
+  auto names = prune::criterion_names();
+  CHECK(std::find(names.begin(), names.end(), "keep-smallest") != names.end());
+
+  auto model = mlp();
+  prune::Pruner pruner(*model, options("keep-smallest", 0.5), comm::make_local_group());
+  prune::ScoreContext context;
+  auto before = model->named_parameters()[0].second->data().clone();
+  pruner.prune_to(0.5, context);
+  const auto& p = *pruner.prunable()[0].second;
+  std::vector<float> kept, pruned;
+  for (int64_t i = 0; i < p.numel(); ++i)
+    (p.mask().data<uint8_t>()[i] ? kept : pruned).push_back(std::abs(before.data<float>()[i]));
+  CHECK(*std::max_element(kept.begin(), kept.end()) <=
+        *std::min_element(pruned.begin(), pruned.end()));
+
+  TrainOptions o;
+  o.model = {"resnet20", 1, 10, 12};
+  o.data = "synthetic";
+  o.synthetic_size = 128;
+  o.batch = 32;
+  o.epochs = 2;
+  o.threads = 1;
+  o.quiet = true;
+  o.prune = "keep-smallest";
+  o.sparsity = 0.7;
+  o.prune_schedule = "gradual:0:4:2";
+  o.compress = "pactrain";
+  TrainResult r = train(o);
+  CHECK(r.steps == 8);
+  CHECK(r.density == doctest::Approx(0.3).epsilon(0.01));
+  CHECK(std::isfinite(r.train_loss));
+}
+
+TEST_CASE("the report counts kept weights, FLOPs and bytes per step") {
+  models::ModelConfig config{"resnet20", 1, 10, 28};
+  auto model = models::make_model(config);
+  prune::ReportOptions report{{1, 1, 28, 28}, 25.0, 1.0, "fp32", 2};
+  prune::StepBytes dense = prune::bytes_per_step(*model, report);
+  CHECK(dense.dense == dense.pactrain);  // nothing pruned: pactrain sends what dense sends
+  CHECK(dense.dense == 4u * static_cast<uint64_t>(model->num_parameters()));
+
+  prune::Pruner pruner(*model, options("magnitude", 0.8), comm::make_local_group());
+  prune::ScoreContext context;
+  pruner.prune_to(0.8, context);
+  int64_t kept = 0;
+  for (const auto& [name, p] : model->named_parameters()) kept += p->kept_count();
+  prune::StepBytes pruned = prune::bytes_per_step(*model, report);
+  CHECK(pruned.pactrain == 4u * static_cast<uint64_t>(kept));
+  report.encoding = "ternary";
+  prune::StepBytes ternary = prune::bytes_per_step(*model, report);
+  CHECK(ternary.pactrain < pruned.pactrain / 3);
+
+  std::string text = prune::prune_report(*model, report);
+  CHECK(text.find("layer1.0.conv1.weight") != std::string::npos);
+  CHECK(text.find("20.0%") != std::string::npos);
+  // conv1 of ResNet-20 on 28x28: 16 x 1 x 3 x 3 weights at 784 positions = 0.23 MFLOP dense.
+  CHECK(text.find("0.23") != std::string::npos);
+}
