@@ -41,10 +41,10 @@ void add_model_options(CLI::App* cmd, models::ModelConfig& m, bool data_dependen
 }
 
 void add_prune_options(CLI::App* cmd, TrainOptions& o) {
-  cmd->add_option("--prune", o.prune,
-                  "pruning criterion: " +
-                      fmt::format("{}", fmt::join(prune::criterion_names(), ", ")) +
-                      " (default: no pruning)");
+  cmd->add_option(
+      "--prune", o.prune,
+      "pruning criterion: " + fmt::format("{}", fmt::join(prune::criterion_names(), ", ")) +
+          " (default: no pruning)");
   cmd->add_option("--sparsity", o.sparsity, "final fraction of the prunable weights pruned")
       ->capture_default_str();
   cmd->add_option("--prune-scope", o.prune_scope,
@@ -167,7 +167,8 @@ int main(int argc, char** argv) {
   report.train.model.in_channels = report.train.model.num_classes = 0;
   report.train.model.image_size = 0;
   CLI::App* report_cmd = app.add_subcommand(
-      "prune-report", "prune a model (or a checkpoint) and print density, FLOPs and bytes per step");
+      "prune-report",
+      "prune a model (or a checkpoint) and print density, FLOPs and bytes per step");
   add_model_options(report_cmd, report.train.model, true);
   add_prune_options(report_cmd, report.train);
   report_cmd->add_option("--checkpoint", report.checkpoint, "start from this checkpoint");

@@ -37,12 +37,12 @@ std::string run_prune_report(const PruneReportOptions& options) {
     pruner.prune_to(o.sparsity, context);
     out += fmt::format("pruning: {}\n", pruner.describe());
   }
-  prune::ReportOptions report{{1, config.in_channels, config.image_size, config.image_size},
-                              o.bucket_mb,
-                              o.first_bucket_mb,
-                              o.compress_options.count("enc") ? o.compress_options.at("enc")
-                                                              : "fp32",
-                              options.world};
+  prune::ReportOptions report{
+      {1, config.in_channels, config.image_size, config.image_size},
+      o.bucket_mb,
+      o.first_bucket_mb,
+      o.compress_options.count("enc") ? o.compress_options.at("enc") : "fp32",
+      options.world};
   out += fmt::format("{} on {}x{}x{} inputs\n", model->describe(), config.in_channels,
                      config.image_size, config.image_size);
   return out + prune::prune_report(*model, report);

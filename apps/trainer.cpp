@@ -80,10 +80,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
 void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
                        const models::ModelConfig& config) {
   if (group.size() == 1) return;
-  std::string settings = fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config), o.compress,
-      fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb, o.batch, o.optimizer,
-      o.seed, o.prune, o.sparsity, o.prune_scope, o.prune_schedule, fmt::join(o.prune_exclude, ","));
+  std::string settings =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config), o.compress,
+                  fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb, o.batch,
+                  o.optimizer, o.seed, o.prune, o.sparsity, o.prune_scope, o.prune_schedule,
+                  fmt::join(o.prune_exclude, ","));
   PAC_CHECK(comm::all_ranks_equal(group, std::hash<std::string>{}(settings)),
             "rank {}: the ranks were started with different settings (model, --compress, "
             "--compress-opt, bucket sizes, --batch, --optimizer, --seed or pruning); start every "
@@ -364,8 +365,9 @@ TrainResult train(const TrainOptions& o) {
                 fmt::format("{:.2f}%", 100.0 * result.test.accuracy).c_str(), result.samples_per_s,
                 fmt::format("{:.1f}%", 100.0 * result.density).c_str(), result.bytes_per_step,
                 result.dense_bytes_per_step,
-                result.dense_bytes_per_step > 0 ? result.bytes_per_step / result.dense_bytes_per_step
-                                                : 0.0);
+                result.dense_bytes_per_step > 0
+                    ? result.bytes_per_step / result.dense_bytes_per_step
+                    : 0.0);
   }
   return result;
 }

@@ -60,10 +60,10 @@ struct TrainResult {
   EvalResult test;
   double train_loss = 0.0;  // mean over the last epoch's steps
   int64_t steps = 0;
-  double samples_per_s = 0.0;     // all ranks together, over the last epoch
-  double bytes_per_step = 0.0;    // gradient bytes this rank sent per step, last epoch, measured
+  double samples_per_s = 0.0;   // all ranks together, over the last epoch
+  double bytes_per_step = 0.0;  // gradient bytes this rank sent per step, last epoch, measured
   double dense_bytes_per_step = 0.0;  // what dense fp32 all-reduce sends per step per rank
-  double density = 1.0;           // kept fraction of the prunable weights (1 without pruning)
+  double density = 1.0;               // kept fraction of the prunable weights (1 without pruning)
 };
 
 TrainResult train(const TrainOptions& options);

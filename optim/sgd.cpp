@@ -11,8 +11,7 @@ Sgd::Sgd(NamedParameters params, const SgdOptions& options)
             "sgd: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
-void Sgd::update(nn::Parameter& p, const GradientView& grad,
-                 std::map<std::string, Tensor>& slots) {
+void Sgd::update(nn::Parameter& p, const GradientView& grad, std::map<std::string, Tensor>& slots) {
   const float lr = lr_, m = options_.momentum, wd = options_.weight_decay;
   const float keep = 1.0f - options_.dampening;
   float* w = static_cast<float*>(p.data().raw_data());

@@ -139,13 +139,13 @@ Pruner::Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGro
 std::string Pruner::describe() const {
   int64_t weights = 0;
   for (const auto& [name, p] : prunable_) weights += p->numel();
-  return fmt::format("{} to {:.0f}% sparsity ({} scope, schedule {}), {} tensors ({} weights) "
-                     "prunable{}",
-                     criterion_->name(), 100.0 * options_.sparsity, options_.scope,
-                     schedule_.describe(), prunable_.size(), weights,
-                     options_.exclude.empty()
-                         ? ""
-                         : fmt::format(", excluding {}", fmt::join(options_.exclude, " ")));
+  return fmt::format(
+      "{} to {:.0f}% sparsity ({} scope, schedule {}), {} tensors ({} weights) "
+      "prunable{}",
+      criterion_->name(), 100.0 * options_.sparsity, options_.scope, schedule_.describe(),
+      prunable_.size(), weights,
+      options_.exclude.empty() ? ""
+                               : fmt::format(", excluding {}", fmt::join(options_.exclude, " ")));
 }
 
 double Pruner::sparsity() const {
@@ -180,16 +180,18 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context) {
 std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
                                            double sparsity) const {
   const Granularity g = criterion_->granularity();
-  PAC_CHECK(scores.size() == prunable_.size(), "criterion {} returned {} score tensors for {} "
-            "parameters", criterion_->name(), scores.size(), prunable_.size());
+  PAC_CHECK(scores.size() == prunable_.size(),
+            "criterion {} returned {} score tensors for {} "
+            "parameters",
+            criterion_->name(), scores.size(), prunable_.size());
   // Scores of units already pruned, or not numbers, sink to the bottom.
   std::vector<std::vector<float>> unit_scores(prunable_.size());
   for (size_t i = 0; i < prunable_.size(); ++i) {
     const nn::Parameter& p = *prunable_[i].second;
     int64_t units = units_of(p, g);
     PAC_CHECK(scores[i].numel() == units && scores[i].dtype() == DType::f32,
-              "criterion {} scored '{}' with {}, expected f32 with {} values",
-              criterion_->name(), prunable_[i].first, scores[i].str(), units);
+              "criterion {} scored '{}' with {}, expected f32 with {} values", criterion_->name(),
+              prunable_[i].first, scores[i].str(), units);
     const float* s = scores[i].data<float>();
     unit_scores[i].resize(units);
     for (int64_t u = 0; u < units; ++u) {
@@ -272,8 +274,10 @@ void Pruner::prune_to(double sparsity, ScoreContext& context) {
   Tensor ok = Tensor::full({1}, failure ? 0.0f : 1.0f);
   if (group_->size() > 1) group_->broadcast(ok, 0)->wait();
   if (failure) std::rethrow_exception(failure);
-  PAC_CHECK(ok.item() == 1.0f, "rank {}: rank 0 failed to compute the pruning masks (its error is "
-            "on its output)", group_->rank());
+  PAC_CHECK(ok.item() == 1.0f,
+            "rank {}: rank 0 failed to compute the pruning masks (its error is "
+            "on its output)",
+            group_->rank());
   broadcast_masks(*group_, masked_);
   check_masks_agree(*group_, masked_);
 }

@@ -18,12 +18,12 @@ namespace pac::prune {
 
 struct PrunerOptions {
   std::string criterion = "magnitude";
-  double sparsity = 0.5;              // final fraction of the prunable weights (or channels) pruned
-  std::string scope = "layer";        // layer: every tensor to the same sparsity; global: one ranking
+  double sparsity = 0.5;        // final fraction of the prunable weights (or channels) pruned
+  std::string scope = "layer";  // layer: every tensor to the same sparsity; global: one ranking
   std::string schedule = "oneshot:0";
-  std::vector<std::string> exclude;   // glob patterns on dotted names ("conv1.*", "fc.weight")
+  std::vector<std::string> exclude;  // glob patterns on dotted names ("conv1.*", "fc.weight")
   uint64_t seed = 0;
-  int64_t steps_per_epoch = 0;        // for imp schedules
+  int64_t steps_per_epoch = 0;  // for imp schedules
 };
 
 struct PruneStep {

@@ -11,7 +11,7 @@
 namespace pac::prune {
 
 struct ReportOptions {
-  Shape input;                  // one sample, e.g. [1, 1, 28, 28], for the FLOP counts
+  Shape input;  // one sample, e.g. [1, 1, 28, 28], for the FLOP counts
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   std::string encoding = "fp32";  // pactrain's wire encoding: fp32, bf16, fp16 or ternary
   int world = 2;                  // ranks, for the bytes each rank puts on the wire

@@ -37,7 +37,8 @@ PactrainLayout pactrain_layout(const Bucket& bucket) {
     const nn::Parameter& p = *e.param;
     if (p.shape().size() >= 2 && p.kept_count() < p.numel()) layout.compact = true;
   }
-  for (const auto& e : bucket.entries) layout.values += layout.compact ? e.param->kept_count() : e.numel;
+  for (const auto& e : bucket.entries)
+    layout.values += layout.compact ? e.param->kept_count() : e.numel;
   return layout;
 }
 
@@ -91,13 +92,13 @@ class Pactrain : public Compressor {
     }
     ++plan.steps;
     pack(plan, bucket, group, plan.encoding);
-    return then(group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire,
-                                 ReduceOp::sum),
-                [this, &plan, &bucket, &group] {
-                  if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
-                  for (size_t e = 0; e < bucket.entries.size(); ++e)
-                    bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
-                });
+    return then(
+        group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire, ReduceOp::sum),
+        [this, &plan, &bucket, &group] {
+          if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
+          for (size_t e = 0; e < bucket.entries.size(); ++e)
+            bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
+        });
   }
 
  private:
@@ -325,8 +326,8 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
   auto seed = static_cast<uint64_t>(read.number("seed", 0));
   read.finish();
   Encoding encoding = Encoding::fp32;
-  for (Encoding e : {Encoding::fp32, Encoding::bf16, Encoding::fp16, Encoding::ternary,
-                     Encoding::automatic}) {
+  for (Encoding e :
+       {Encoding::fp32, Encoding::bf16, Encoding::fp16, Encoding::ternary, Encoding::automatic}) {
     if (enc == encoding_name(e)) encoding = e;
   }
   PAC_CHECK(!ef || encoding == Encoding::ternary || encoding == Encoding::automatic,

@@ -183,7 +183,8 @@ TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of the 
   // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
   int64_t j = 0, outside = 0;
   double bound = 4.0 * scale.item() / std::sqrt(double(world().size()) * trials);
-  for_each_kept(b, reference, [&](float, float want) { outside += std::abs(mean[j++] - want) > bound; });
+  for_each_kept(b, reference,
+                [&](float, float want) { outside += std::abs(mean[j++] - want) > bound; });
   CHECK(outside <= b.kept() / 500 + 1);
 }
 

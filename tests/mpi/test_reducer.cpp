@@ -27,7 +27,6 @@ std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
       std::make_shared<nn::Linear>(32, 3)});
 }
 
-
 }  // namespace
 
 TEST_CASE("dense reducer: P ranks equal one process with the P-times batch") {
