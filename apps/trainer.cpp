@@ -11,6 +11,7 @@
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
 #include "comm/reducer.h"
+#include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/cpu/threads.h"
 #include "core/generator.h"
@@ -258,6 +259,7 @@ TrainResult train(const TrainOptions& o) {
     int64_t first_batch = epoch == position.epoch ? position.batch : 0;
     for (int64_t b = first_batch; b < batches && position.step < total_steps; ++b) {
       auto step_start = Clock::now();
+      size_t allocations_before = cpu_allocator_stats().allocations;
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
       data::Batch batch = loader.batch(b);
@@ -319,6 +321,8 @@ TrainResult train(const TrainOptions& o) {
              {"compute_s", std::max(0.0, step_s - comm_stats.comm_exposed_s - comm_stats.codec_s)},
              {"codec_s", comm_stats.codec_s},
              {"comm_exposed_s", comm_stats.comm_exposed_s},
+             {"codec_kernels", comm_stats.codec_kernels},
+             {"allocations", cpu_allocator_stats().allocations - allocations_before},
              {"density", pruner ? 1.0 - pruner->sparsity() : 1.0},
              {"world_size", world}});
       }

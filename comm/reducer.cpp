@@ -111,6 +111,8 @@ ReducerStepStats Reducer::finalize() {
   stats.bytes_sent = group_->bytes_sent() - bytes_at_step_start_;
   stats.codec_s = compressor_->codec_seconds() - codec_at_step_start_;
   stats.comm_exposed_s = std::max(0.0, waited - decode_in_wait);
+  stats.codec_kernels = compressor_->kernels() - kernels_at_step_start_;
+  kernels_at_step_start_ = compressor_->kernels();
   bytes_at_step_start_ = group_->bytes_sent();
   codec_at_step_start_ = compressor_->codec_seconds();
   for (size_t b = 0; b < buckets_.size(); ++b) {

@@ -25,6 +25,7 @@ struct ReducerStepStats {
   uint64_t bytes_sent = 0;      // this rank, this step
   double codec_s = 0.0;         // encode + decode time this step
   double comm_exposed_s = 0.0;  // time finalize() waited: communication not hidden by backward
+  uint64_t codec_kernels = 0;   // the compressor's passes over gradient data this step
 };
 
 // The Reducer's bucket layout for these parameters (in registration order): reverse order, the
@@ -67,6 +68,7 @@ class Reducer {
   bool paused_ = false;
   uint64_t bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
+  uint64_t kernels_at_step_start_ = 0;
 };
 
 }  // namespace pac::comm

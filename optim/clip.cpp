@@ -11,7 +11,8 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   PAC_CHECK(max_norm > 0.0f, "clip_grad_norm: max_norm must be positive, got {}", max_norm);
   NoGradGuard no_grad;
   double total = 0.0;
-  // The gradient each update will read: the compact one where a compressor left it.
+  // The gradient each update will read: the compact one where a compressor left it. Entries of a
+  // dense gradient at pruned positions are never applied, so they do not count.
   auto update_grad = [](const nn::Parameter& p) {
     return p.compact_grad().defined() ? p.compact_grad() : p.grad();
   };
@@ -19,8 +20,11 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
     Tensor g = update_grad(*p);
     if (!g.defined()) continue;
     const float* pg = g.data<float>();
-    for (int64_t i = 0, count = g.numel(); i < count; ++i)
-      total += static_cast<double>(pg[i]) * pg[i];
+    const uint8_t* mask =
+        p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
+    for (int64_t i = 0, count = g.numel(); i < count; ++i) {
+      if (!mask || mask[i]) total += static_cast<double>(pg[i]) * pg[i];
+    }
   }
   float norm = static_cast<float>(std::sqrt(total));
   float scale = max_norm / (norm + 1e-6f);

@@ -196,4 +196,14 @@ TEST_CASE("clip_grad_norm scales the total norm down to max_norm") {
   CHECK(norm == doctest::Approx(5.0f));
   CHECK(a->grad().to_vector()[0] == doctest::Approx(0.6f).epsilon(1e-4));
   CHECK(b->grad().to_vector()[0] == doctest::Approx(0.8f).epsilon(1e-4));
+
+  // Pruned entries of a dense gradient are never applied and do not count; a compact gradient is
+  // what gets clipped when there is one.
+  a->set_mask(Tensor::from_vector({1, 0}, {2}));
+  a->data().set_grad(Tensor::from_vector({3, 100}, {2}));
+  b->data().set_grad(Tensor::from_vector({4}, {1}));
+  CHECK(optim::clip_grad_norm({{"a", a}, {"b", b}}, 10.0f) == doctest::Approx(5.0f));
+  a->set_compact_grad(Tensor::from_vector({6}, {1}));
+  CHECK(optim::clip_grad_norm({{"a", a}, {"b", b}}, 1.0f) == doctest::Approx(std::sqrt(52.0f)));
+  CHECK(a->compact_grad().item() == doctest::Approx(6.0f / std::sqrt(52.0f)).epsilon(1e-4));
 }
