@@ -20,6 +20,7 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+#include "prune/mask_sync.h"
 #include "prune/pruner.h"
 #include "prune/report.h"
 
@@ -229,6 +230,8 @@ TrainResult train(const TrainOptions& o) {
     position = loaded.position;
   }
   position.world_size = world;
+  // Masks loaded from a checkpoint must agree too, before the first compact all-reduce.
+  if (world > 1) prune::check_masks_agree(*group, model->named_parameters());
   MetricsWriter metrics(leader ? o.metrics : "", !o.resume.empty());
   const bool quiet = o.quiet || !leader;
   bool show_bar = !quiet && isatty(2);
@@ -263,6 +266,7 @@ TrainResult train(const TrainOptions& o) {
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
       data::Batch batch = loader.batch(b);
+      prune::PruneStep pruned;
       if (pruner) {
         prune::ScoreContext context;
         // A criterion's gradient pass runs on rank 0 alone, so it must not be all-reduced.
@@ -277,7 +281,7 @@ TrainResult train(const TrainOptions& o) {
           }
           if (reducer) reducer->set_paused(false);
         };
-        prune::PruneStep pruned = pruner->step(position.step, context);
+        pruned = pruner->step(position.step, context);
         if (pruned.rewound) optimizer->reset_state();
         if (pruned.pruned && !quiet && !show_bar) {
           std::printf("step %ld: pruned to %.1f%% sparsity%s\n", static_cast<long>(position.step),
@@ -293,6 +297,10 @@ TrainResult train(const TrainOptions& o) {
       comm::ReducerStepStats comm_stats;
       if (reducer) comm_stats = reducer->finalize();
       if (pruner) pruner->observe();
+      if (reducer && pruned.pruned && !quiet && !show_bar) {
+        std::string plan = reducer->compressor().describe_buckets();
+        if (!plan.empty()) std::printf("  %s\n", plan.c_str());
+      }
       if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
       optimizer->step();
       ++position.step;

@@ -35,6 +35,8 @@ class Compressor {
   virtual std::string name() const = 0;
   virtual WorkPtr reduce(Bucket& bucket, ProcessGroup& group) = 0;
   double codec_seconds() const { return codec_seconds_; }
+  // What it decided per bucket, for the log (e.g. pactrain's encodings); empty if nothing.
+  virtual std::string describe_buckets() const { return ""; }
   // Passes over gradient data this compressor has run outside the collectives (encode, decode,
   // pack, the average's division): the kernels a GPU build would launch.
   uint64_t kernels() const { return kernels_; }

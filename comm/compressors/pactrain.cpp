@@ -83,6 +83,16 @@ class Pactrain : public Compressor {
       : encoding_(encoding), error_feedback_(error_feedback), seed_(seed) {}
   std::string name() const override { return "pactrain"; }
 
+  std::string describe_buckets() const override {
+    std::vector<std::string> parts;
+    for (const auto& [index, plan] : plans_) {
+      parts.push_back(plan.compact ? fmt::format("bucket {}: {} kept values as {}", index,
+                                                 plan.values.numel(), encoding_name(plan.encoding))
+                                   : fmt::format("bucket {}: dense", index));
+    }
+    return fmt::format("{}", fmt::join(parts, "; "));
+  }
+
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Plan& plan = plans_[bucket.index];
     if (!plan_is_current(plan, bucket)) build_plan(plan, bucket, group);
