@@ -4,7 +4,8 @@
 # (the first convolution excluded) ramped by Zhu & Gupta's cubic schedule over epochs 2-8.
 # Each run writes out/accuracy/NAME.{log,jsonl}; the table is built from whatever runs exist.
 # Usage: bench/run_accuracy.sh [RUN ...]   RUN: dense, p50, p80, p90 (fp32), t50, t80, t90 (ternary)
-# With no RUN it runs all seven (about 17 minutes each on a quiet 2-core machine).
+# With no RUN it runs all seven (about 17 minutes each on a quiet 2-core machine); with --table it
+# only prints the table of the runs already done.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -12,8 +13,9 @@ out="$root/out/accuracy"
 mkdir -p "$out"
 runs=("$@")
 [ ${#runs[@]} -eq 0 ] && runs=(dense p80 t80 p90 t90 p50 t50)
+[ "${runs[0]}" = --table ] && runs=()
 
-"$root/scripts/build.sh" >/dev/null
+[ ${#runs[@]} -gt 0 ] && "$root/scripts/build.sh" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --optimizer sgd
@@ -21,7 +23,7 @@ recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --
         --seed 1 --threads 1)
 steps_per_epoch=468  # 60000 / 128
 
-for run in "${runs[@]}"; do
+for run in "${runs[@]+"${runs[@]}"}"; do
   case "$run" in
     dense) extra=(--compress dense) ;;
     [pt][0-9][0-9])
