@@ -15,18 +15,11 @@
 #include "tests/mpi/world.h"
 
 using namespace pac;
+using pac::testing::small_model;
 using pac::testing::world;
 using pac::testing::world_ptr;
 
 namespace {
-
-std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
-  default_generator().manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::Tanh>(),
-      std::make_shared<nn::Linear>(32, 32), std::make_shared<nn::Tanh>(),
-      std::make_shared<nn::Linear>(32, 3)});
-}
 
 // True when every rank holds exactly this mask: the sum over ranks is 0 or world at every entry.
 bool same_everywhere(const nn::Parameter& p) {
@@ -41,7 +34,8 @@ bool same_everywhere(const nn::Parameter& p) {
 }  // namespace
 
 TEST_CASE("masks are identical on every rank after every step of a gradual schedule") {
-  auto model = mlp(1 + world().rank());  // different weights per rank: rank 0's scores decide
+  auto model =
+      small_model(1 + world().rank());  // different weights per rank: rank 0's scores decide
   prune::Pruner pruner(*model, {"random", 0.7, "global", "gradual:0:4:1", {}, 9, 0}, world_ptr());
   std::vector<Tensor> previous;
   for (int64_t step = 0; step <= 5; ++step) {
@@ -64,7 +58,7 @@ TEST_CASE("masks are identical on every rank after every step of a gradual sched
 }
 
 TEST_CASE("a rank with a different mask is detected on every rank") {
-  auto model = mlp(3);
+  auto model = small_model(3);
   auto params = model->named_parameters();
   prune::NamedParameters weights = {params[0]};
   Tensor mask = Tensor::full(params[0].second->shape(), 1.0f).to(DType::u8);
@@ -97,7 +91,7 @@ class FailingCriterion : public prune::Criterion {
 
 TEST_CASE("an error in rank 0's criterion stops every rank") {
   prune::register_criterion("fails", [] { return std::make_unique<FailingCriterion>(); });
-  auto model = mlp(4);
+  auto model = small_model(4);
   prune::Pruner pruner(*model, {"fails", 0.5, "layer", "oneshot:0", {}, 0, 0}, world_ptr());
   prune::ScoreContext context;
   if (world().rank() == 0)
@@ -108,7 +102,7 @@ TEST_CASE("an error in rank 0's criterion stops every rank") {
 
 TEST_CASE("a pruned model trains the same with pactrain as with dense") {
   auto run = [](const std::string& compressor) {
-    auto model = mlp(7);
+    auto model = small_model(7);
     comm::Reducer reducer(*model, world_ptr(), comm::make_compressor(compressor, {}),
                           {25.0, 0.0005});
     prune::Pruner pruner(*model, {"magnitude", 0.75, "layer", "gradual:0:6:2", {}, 0, 0},

@@ -14,20 +14,9 @@
 
 using namespace pac;
 using pac::testing::ring_bytes;
+using pac::testing::small_model;
 using pac::testing::world;
 using pac::testing::world_ptr;
-
-namespace {
-
-std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
-  default_generator().manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::Tanh>(),
-      std::make_shared<nn::Linear>(32, 32), std::make_shared<nn::Tanh>(),
-      std::make_shared<nn::Linear>(32, 3)});
-}
-
-}  // namespace
 
 TEST_CASE("dense reducer: P ranks equal one process with the P-times batch") {
   int p = world().size(), r = world().rank();

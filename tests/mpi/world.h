@@ -1,7 +1,11 @@
-// The MPI process group shared by the multi-rank tests.
+// The MPI process group shared by the multi-rank tests, and helpers they share.
 #pragma once
 
 #include "comm/process_group.h"
+#include "core/generator.h"
+#include "layers/linear.h"
+#include "layers/sequential.h"
+#include "layers/simple_layers.h"
 
 namespace pac::testing {
 
@@ -10,6 +14,15 @@ comm::ProcessGroup& world();
 // A non-owning pointer to the shared world group, for the Reducer and the Pruner.
 inline comm::ProcessGroupPtr world_ptr() {
   return comm::ProcessGroupPtr(&world(), [](auto*) {});
+}
+
+// A small MLP (6 -> 32 -> 32 -> 3, tanh), initialised from `seed`.
+inline std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
+  default_generator().manual_seed(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(32, 32), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(32, 3)});
 }
 
 // Bytes rank r sends in a ring all-reduce of n elements: every chunk but its own in the
