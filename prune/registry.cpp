@@ -18,6 +18,7 @@ const std::vector<std::pair<std::string, CriterionFactory>>& builtin() {
       {"grasp", make_grasp},
       {"taylor", make_taylor},
       {"channel-l1", make_channel_l1},
+      {"movement", make_movement},
   };
   // clang-format on
   return table;

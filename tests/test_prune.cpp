@@ -322,3 +322,48 @@ TEST_CASE("the report counts kept weights, FLOPs and bytes per step") {
   // conv1 of ResNet-20 on 28x28: 16 x 1 x 3 x 3 weights at 784 positions = 0.23 MFLOP dense.
   CHECK(text.find("0.23") != std::string::npos);
 }
+
+namespace {
+
+// A parameter with the linear loss sum(c * w): its gradient is c at every step.
+class Linear1 : public nn::Module {
+ public:
+  explicit Linear1(Tensor c) : c_(std::move(c)) {
+    weight = register_parameter("weight", Generator(12).randn({6, 4}));
+  }
+  Tensor forward(const Tensor&) override { return weight->data(); }
+  std::string describe() const override { return "Linear1"; }
+  Tensor loss() { return sum(mul(c_, weight->data())); }
+
+  nn::ParameterPtr weight;
+
+ private:
+  Tensor c_;
+};
+
+}  // namespace
+
+TEST_CASE("movement keeps the weights moving away from zero") {
+  Tensor c = Generator(13).randn({6, 4});
+  Linear1 model(c);
+  model.zero_grad();
+  model.loss().backward();
+  prune::NamedParameters params = {{"weight", model.weight}};
+  auto movement = prune::make_criterion("movement");
+  movement->observe(params);
+  movement->observe(params);
+  prune::ScoreContext context;
+  auto scores = movement->score(params, context);
+  auto w = model.weight->data().to_vector(), cv = c.to_vector();
+  int away = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    CHECK(scores[0].data<float>()[i] == doctest::Approx(-2 * w[i] * cv[i]));
+    away += w[i] * cv[i] < 0;
+  }
+  // Pruned to keep exactly as many entries as move away from zero: those are the ones kept.
+  prune::Pruner pruner(model, options("movement", 1.0 - away / 24.0), comm::make_local_group());
+  pruner.observe();
+  pruner.prune_to(1.0 - away / 24.0, context);
+  for (size_t i = 0; i < w.size(); ++i)
+    CHECK((model.weight->mask().data<uint8_t>()[i] == 1) == (w[i] * cv[i] < 0));
+}

@@ -12,5 +12,6 @@ std::unique_ptr<Criterion> make_snip();
 std::unique_ptr<Criterion> make_grasp();
 std::unique_ptr<Criterion> make_taylor();
 std::unique_ptr<Criterion> make_channel_l1();
+std::unique_ptr<Criterion> make_movement();
 
 }  // namespace pac::prune
