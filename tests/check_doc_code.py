@@ -7,19 +7,29 @@ A Markdown file marks a code block with an HTML comment on the line before it:
     ...the whole file...
     ```
 and the block must equal that file (relative to the repository root) exactly.
-Usage: check_doc_code.py ROOT DOC.md [DOC.md ...]; exits 1 naming every block that differs.
+Usage: check_doc_code.py [--fix] ROOT DOC.md [DOC.md ...]; exits 1 naming every block that
+differs. --fix copies the files into their blocks instead.
 """
 import pathlib
 import re
 import sys
 
-root = pathlib.Path(sys.argv[1])
+args = sys.argv[1:]
+fix = bool(args) and args[0] == "--fix"
+if fix:
+    args = args[1:]
+root = pathlib.Path(args[0])
+docs = args[1:]
+pattern = re.compile(r"(<!-- code: (\S+) -->\n```\w*\n)(.*?)```", re.S)
 failures = 0
 checked = 0
-for doc in sys.argv[2:]:
+for doc in docs:
     text = (root / doc).read_text()
-    for match in re.finditer(r"<!-- code: (\S+) -->\n```\w*\n(.*?)```", text, re.S):
-        path, block = match.group(1), match.group(2)
+    if fix:
+        text = pattern.sub(lambda m: m.group(1) + (root / m.group(2)).read_text() + "```", text)
+        (root / doc).write_text(text)
+    for match in pattern.finditer(text):
+        path, block = match.group(2), match.group(3)
         source = root / path
         checked += 1
         if not source.exists():
@@ -29,7 +39,7 @@ for doc in sys.argv[2:]:
             print(f"{doc}: the block marked {path} differs from the file; copy the file into it")
             failures += 1
 if checked == 0:
-    print("no marked code blocks found in " + " ".join(sys.argv[2:]))
+    print("no marked code blocks found in " + " ".join(docs))
     failures += 1
 print(f"{checked} code blocks checked, {failures} problems")
 sys.exit(1 if failures else 0)

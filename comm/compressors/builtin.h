@@ -14,6 +14,7 @@ std::unique_ptr<Compressor> make_terngrad(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_topk(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_powersgd(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_signsgd(const CompressorOptions& options);
 
 // Throws when a compressor that takes no options is given one.
 void check_no_options(const char* compressor, const CompressorOptions& options);

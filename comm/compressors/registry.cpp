@@ -21,6 +21,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"terngrad", make_terngrad},
       {"powersgd", make_powersgd},
       {"pactrain", make_pactrain},
+      {"signsgd", make_signsgd},
   };
   // clang-format on
   return table;
