@@ -55,6 +55,39 @@ void add_prune_options(CLI::App* cmd, TrainOptions& o) {
                   "never prune parameters matching this glob, e.g. 'conv1.*' (repeatable)");
 }
 
+// Numeric ranges, checked while parsing, so that a bad value is refused with what is allowed
+// before anything runs. Options a subcommand does not have are skipped.
+void add_range_checks(CLI::App* cmd) {
+  auto range = [](bool (*ok)(double), const std::string& allowed) {
+    return CLI::Validator(
+        [ok, allowed](std::string& text) -> std::string {
+          try {
+            if (ok(std::stod(text))) return "";
+          } catch (const std::exception&) {
+          }
+          return "must be " + allowed + ", got " + text;
+        },
+        allowed);
+  };
+  const CLI::Validator positive = range([](double v) { return v > 0.0; }, "> 0");
+  const CLI::Validator non_negative = range([](double v) { return v >= 0.0; }, ">= 0");
+  const CLI::Validator fraction =
+      range([](double v) { return v >= 0.0 && v < 1.0; }, "at least 0 and below 1");
+  for (const char* name : {"--epochs", "--batch", "--synthetic-size", "--bucket-mb",
+                           "--first-bucket-mb", "--patch", "--world"}) {
+    if (auto* o = cmd->get_option_no_throw(name)) o->check(positive);
+  }
+  for (const char* name : {"--max-steps", "--lr", "--momentum", "--weight-decay", "--warmup",
+                           "--clip-grad", "--crop-padding", "--threads", "--checkpoint-every",
+                           "--train-subset", "--test-subset", "--dim", "--depth", "--heads",
+                           "--mlp-dim", "--in-channels", "--num-classes", "--image-size"}) {
+    if (auto* o = cmd->get_option_no_throw(name)) o->check(non_negative);
+  }
+  for (const char* name : {"--sparsity", "--label-smoothing", "--dropout"}) {
+    if (auto* o = cmd->get_option_no_throw(name)) o->check(fraction);
+  }
+}
+
 // key=value pairs of --compress-opt into the options map.
 void parse_compress_options(const std::vector<std::string>& pairs, TrainOptions& o) {
   for (const auto& kv : pairs) {
@@ -185,6 +218,8 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--compress-opt", report_compress_opts,
                          "pactrain option, e.g. enc=ternary, for the bytes column");
   report_cmd->add_option("--seed", report.train.seed, "random seed")->capture_default_str();
+
+  for (CLI::App* cmd : {train_cmd, eval_cmd, summary_cmd, report_cmd}) add_range_checks(cmd);
 
   try {
     app.parse(argc, argv);
