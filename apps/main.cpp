@@ -77,10 +77,11 @@ void add_range_checks(CLI::App* cmd) {
                            "--first-bucket-mb", "--patch", "--world"}) {
     if (auto* o = cmd->get_option_no_throw(name)) o->check(positive);
   }
-  for (const char* name : {"--max-steps", "--lr", "--momentum", "--weight-decay", "--warmup",
-                           "--clip-grad", "--crop-padding", "--threads", "--checkpoint-every",
-                           "--train-subset", "--test-subset", "--dim", "--depth", "--heads",
-                           "--mlp-dim", "--in-channels", "--num-classes", "--image-size"}) {
+  for (const char* name :
+       {"--max-steps", "--lr", "--comm-timeout", "--momentum", "--weight-decay", "--warmup",
+        "--clip-grad", "--crop-padding", "--threads", "--checkpoint-every", "--train-subset",
+        "--test-subset", "--dim", "--depth", "--heads", "--mlp-dim", "--in-channels",
+        "--num-classes", "--image-size"}) {
     if (auto* o = cmd->get_option_no_throw(name)) o->check(non_negative);
   }
   for (const char* name : {"--sparsity", "--label-smoothing", "--dropout"}) {
@@ -159,6 +160,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train_cmd->add_flag("--allow-unused-parameters", o.allow_unused_parameters,
                       "data parallel: reduce parameters that got no gradient as zeros");
+  train_cmd
+      ->add_option("--comm-timeout", o.comm_timeout,
+                   "seconds a collective may wait before the peers are taken for dead (0: forever)")
+      ->capture_default_str();
+  train_cmd->add_flag("--skip-nonfinite", o.skip_nonfinite,
+                      "skip a step whose loss or gradient is NaN or Inf (default: stop)");
   add_prune_options(train_cmd, o);
   train_cmd
       ->add_option("--prune-schedule", o.prune_schedule,

@@ -1,16 +1,20 @@
 #include "apps/safetensors.h"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace pac {
 
 namespace {
+
+const char* const kChecksumKey = "pactrain.crc32";
 
 const char* format_name(DType dtype) {
   switch (dtype) {
@@ -47,7 +51,13 @@ DType parse_dtype(const std::string& name, const std::string& path, const std::s
 
 void save_safetensors(const std::string& path, const TensorFile& file) {
   nlohmann::json header = nlohmann::json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  // A CRC-32 of the data section, so a damaged file is refused on load instead of read as weights.
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [name, t] : file.tensors)
+    crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), static_cast<uInt>(t.nbytes()));
+  std::map<std::string, std::string> metadata = file.metadata;
+  metadata[kChecksumKey] = fmt::format("{:08x}", static_cast<uint32_t>(crc));
+  header["__metadata__"] = metadata;
   size_t offset = 0;
   for (const auto& [name, t] : file.tensors) {  // std::map: sorted names, a stable layout
     PAC_CHECK(name != "__metadata__", "{}: '__metadata__' cannot name a tensor", path);
@@ -114,6 +124,7 @@ TensorFile load_safetensors(const std::string& path) {
   PAC_CHECK(header.is_object(), "{}: header must be a JSON object", path);
 
   TensorFile out;
+  std::map<uint64_t, Tensor> by_offset;  // for the checksum, in file order
   uint64_t data_start = 8 + length, data_size = file_size - data_start;
   uint64_t covered = 0;
   for (auto& [name, entry] : header.items()) {
@@ -145,6 +156,7 @@ TensorFile load_safetensors(const std::string& path) {
                 data_start + offsets[0]);
       covered += expected;
       out.tensors[name] = t;
+      by_offset[offsets[0]] = t;
     } catch (const nlohmann::json::exception& e) {
       PAC_FAIL("{}: tensor '{}' has a malformed header entry: {}", path, name, e.what());
     }
@@ -153,6 +165,17 @@ TensorFile load_safetensors(const std::string& path) {
             "{}: tensors cover {} of the {} data bytes (overlapping or "
             "trailing data)",
             path, covered, data_size);
+  auto stored = out.metadata.find(kChecksumKey);
+  if (stored != out.metadata.end()) {  // files from other tools have none
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (const auto& [offset, t] : by_offset)
+      crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), static_cast<uInt>(t.nbytes()));
+    std::string actual = fmt::format("{:08x}", static_cast<uint32_t>(crc));
+    PAC_CHECK(actual == stored->second,
+              "{}: the data section's CRC-32 is {}, the header says {}: the file is damaged", path,
+              actual, stored->second);
+    out.metadata.erase(stored);
+  }
   return out;
 }
 

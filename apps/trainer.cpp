@@ -10,6 +10,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
+#include "apps/faults.h"
 #include "comm/reducer.h"
 #include "core/allocator.h"
 #include "core/autograd.h"
@@ -18,6 +19,7 @@
 #include "core/ops.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "optim/finite.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 #include "prune/mask_sync.h"
@@ -135,8 +137,17 @@ models::ModelConfig resolve_model_config(models::ModelConfig c, const data::Data
   return c;
 }
 
-EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch) {
-  data::Loader loader(dataset, {batch, false, 0, 0, 1, false});
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
+                    comm::ProcessGroup* group) {
+  // With a group, rank r takes the contiguous r-th share of the samples; the sums are all-reduced.
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  int64_t begin = dataset.size() * rank / world, end = dataset.size() * (rank + 1) / world;
+  data::Dataset share = dataset;
+  share.images = dataset.images.view_flat(
+      begin * dataset.channels() * dataset.height() * dataset.width(),
+      {end - begin, dataset.channels(), dataset.height(), dataset.width()});
+  share.labels = dataset.labels.view_flat(begin, {end - begin});
+  data::Loader loader(share, {batch, false, 0, 0, 1, false});
   bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -155,6 +166,15 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t bat
     r.samples += n;
   }
   model.train(was_training);
+  if (world > 1) {
+    Tensor sums = Tensor::from_vector(
+        {static_cast<float>(loss_sum), static_cast<float>(correct), static_cast<float>(r.samples)},
+        {3});
+    group->all_reduce(sums, comm::ReduceOp::sum)->wait();
+    loss_sum = sums.data<float>()[0];
+    correct = std::llround(sums.data<float>()[1]);
+    r.samples = std::llround(sums.data<float>()[2]);
+  }
   r.loss = r.samples ? loss_sum / r.samples : 0.0;
   r.accuracy = r.samples ? static_cast<double>(correct) / r.samples : 0.0;
   return r;
@@ -169,6 +189,8 @@ TrainResult train(const TrainOptions& o) {
   default_generator().manual_seed(o.seed);
 
   comm::ProcessGroupPtr group = comm::make_process_group(o.backend);
+  group->set_timeout(o.comm_timeout);
+  const Fault fault = fault_from_environment();
   const int rank = group->rank(), world = group->size();
   const bool leader = rank == 0;  // prints, writes metrics and checkpoints
 
@@ -291,7 +313,11 @@ TrainResult train(const TrainOptions& o) {
           std::printf("%s", prune::prune_report(*model, report_options).c_str());
         }
       }
+      if (fault.due("hang", position.step, rank))
+        std::this_thread::sleep_for(std::chrono::hours(24));
+      if (fault.due("exit", position.step, rank)) std::_Exit(9);
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
+      if (fault.due("nan-loss", position.step, rank)) loss = mul_scalar(loss, NAN);
       optimizer->zero_grad();
       loss.backward();
       comm::ReducerStepStats comm_stats;
@@ -301,17 +327,36 @@ TrainResult train(const TrainOptions& o) {
         std::string plan = reducer->compressor().describe_buckets();
         if (!plan.empty()) std::printf("  %s\n", plan.c_str());
       }
-      if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
-      optimizer->step();
+      // A NaN or Inf in any rank's gradient reaches every rank through the all-reduce, so all
+      // ranks stop (or skip) at the same step.
+      float value = loss.item();
+      std::string nonfinite = optim::first_nonfinite_gradient(model->named_parameters());
+      bool skip = !nonfinite.empty() || !std::isfinite(value);
+      if (skip) {
+        PAC_CHECK(o.skip_nonfinite,
+                  "step {}: {} on rank {}; the run stops (--skip-nonfinite would skip the step)",
+                  position.step + 1,
+                  nonfinite.empty() ? fmt::format("the loss is {}", value)
+                                    : fmt::format("the gradient of '{}' is not finite", nonfinite),
+                  rank);
+        ++result.skipped_steps;
+        if (!quiet) {
+          std::fprintf(stderr, "step %ld: non-finite %s; step skipped\n",
+                       static_cast<long>(position.step + 1),
+                       nonfinite.empty() ? "loss" : ("gradient of " + nonfinite).c_str());
+        }
+      } else {
+        if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
+        optimizer->step();
+      }
       ++position.step;
       position.epoch = b + 1 == batches ? epoch + 1 : epoch;
       position.batch = b + 1 == batches ? 0 : b + 1;
 
-      float value = loss.item();
-      PAC_CHECK(std::isfinite(value), "training diverged: loss is {} at step {}", value,
-                position.step);
-      loss_sum += value;
-      ++loss_count;
+      if (!skip) {
+        loss_sum += value;
+        ++loss_count;
+      }
       bytes_sum += static_cast<double>(comm_stats.bytes_sent);
       samples += static_cast<double>(batch.labels.numel() * world);
       double step_s = seconds_since(step_start);
@@ -348,10 +393,16 @@ TrainResult train(const TrainOptions& o) {
     result.train_loss = loss_count ? loss_sum / loss_count : 0.0;
     result.bytes_per_step = loss_count ? bytes_sum / loss_count : 0.0;
     result.samples_per_s = samples / std::max(seconds_since(epoch_start), 1e-9);
-    // The replicas are identical, so one evaluation is enough; the other ranks go on and meet
-    // rank 0 again at the next step's first all-reduce.
+    // Every rank evaluates a slice of the test set with rank 0's batch-norm statistics (the only
+    // state that differs between replicas), so no rank idles long enough to look dead.
+    if (world > 1) {
+      NoGradGuard no_grad;
+      std::vector<comm::WorkPtr> pending;
+      for (auto& [name, b] : model->named_buffers()) pending.push_back(group->broadcast(b, 0));
+      for (auto& w : pending) w->wait();
+    }
+    result.test = evaluate(*model, test_set, 500, group.get());
     if (!leader) continue;
-    result.test = evaluate(*model, test_set, 500);
     metrics.write({{"kind", "epoch"},
                    {"epoch", epoch},
                    {"train_loss", result.train_loss},

@@ -8,6 +8,7 @@
 
 #include "apps/data/dataset.h"
 #include "apps/models/registry.h"
+#include "comm/process_group.h"
 #include "layers/module.h"
 
 namespace pac {
@@ -36,6 +37,8 @@ struct TrainOptions {
   std::map<std::string, std::string> compress_options;
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool allow_unused_parameters = false;
+  double comm_timeout = 60.0;   // seconds one collective may wait before the peers count as dead
+  bool skip_nonfinite = false;  // skip a step whose loss or gradient is NaN/Inf instead of stopping
 
   // Pruning (prune/): a criterion name turns it on.
   std::string prune;
@@ -64,10 +67,14 @@ struct TrainResult {
   double bytes_per_step = 0.0;  // gradient bytes this rank sent per step, last epoch, measured
   double dense_bytes_per_step = 0.0;  // what dense fp32 all-reduce sends per step per rank
   double density = 1.0;               // kept fraction of the prunable weights (1 without pruning)
+  int64_t skipped_steps = 0;          // steps with a non-finite loss or gradient (--skip-nonfinite)
 };
 
 TrainResult train(const TrainOptions& options);
-EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch);
+// Test loss and accuracy. With a process group of several ranks, each evaluates its share and
+// every rank gets the totals.
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
+                    comm::ProcessGroup* group = nullptr);
 // Loads the named data set (train or test split) with the options' folder and sizes.
 data::Dataset load_dataset(const TrainOptions& options, bool train);
 // Fills the data-dependent model fields (0 = from the data) and checks given ones against it.

@@ -3,7 +3,10 @@
 // caller's thread goes on computing: this is what lets gradient all-reduces overlap backward.
 // The collectives are written out as ring algorithms over point-to-point messages, so the bytes
 // each rank sends are exactly the bytes counted.
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -26,11 +29,31 @@ ProcessGroupPtr make_mpi_group() {
 
 namespace {
 
+// A collective in flight. Waiting longer than the group's timeout means a peer rank has died or
+// hung: the process then exits at once (not by exception: the communication thread is blocked
+// inside MPI and could never be joined), and mpirun stops the other ranks.
 class MpiWork : public Work {
  public:
+  MpiWork(const char* collective, double timeout_s, int rank, int size)
+      : collective_(collective), timeout_s_(timeout_s), rank_(rank), size_(size) {}
+
   void wait() override {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [&] { return done_; });
+    if (timeout_s_ > 0) {
+      auto limit = std::chrono::duration<double>(timeout_s_);
+      if (!done_cv_.wait_for(lock, limit, [&] { return done_; })) {
+        std::fprintf(stderr,
+                     "pactrain: rank %d waited %.0f s for %s to finish; a peer rank has died or "
+                     "hung (this rank's ring neighbours are ranks %d and %d). Exiting, so that "
+                     "mpirun stops the job (--comm-timeout sets the limit).\n",
+                     rank_, timeout_s_, collective_, (rank_ + size_ - 1) % size_,
+                     (rank_ + 1) % size_);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+    } else {
+      done_cv_.wait(lock, [&] { return done_; });
+    }
     if (error_) std::rethrow_exception(error_);
   }
   void finish(std::exception_ptr error) {
@@ -45,6 +68,9 @@ class MpiWork : public Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  const char* collective_;
+  double timeout_s_;
+  int rank_, size_;
 };
 
 // dst[i] = op(dst[i], src[i]) for n elements of `dtype`.
@@ -171,7 +197,7 @@ class MpiGroup : public ProcessGroup {
   std::string backend() const override { return "mpi"; }
 
   WorkPtr all_reduce(Tensor t, ReduceOp op) override {
-    return launch([=, this]() mutable {
+    return launch("all_reduce", [=, this]() mutable {
       ring_reduce_scatter(t, op, "all_reduce");
       ring_all_gather_chunks(t, "all_reduce");
       if (op == ReduceOp::avg) divide(t, size_);
@@ -180,7 +206,7 @@ class MpiGroup : public ProcessGroup {
 
   WorkPtr broadcast(Tensor t, int root) override {
     PAC_CHECK(root >= 0 && root < size_, "broadcast: root {} is not a rank of {}", root, size_);
-    return launch([=, this]() mutable {
+    return launch("broadcast", [=, this]() mutable {
       // A chain from the root: each rank receives from the one before it and forwards.
       int position = (rank_ - root + size_) % size_;
       int prev = (rank_ - 1 + size_) % size_, next = (rank_ + 1) % size_;
@@ -213,7 +239,7 @@ class MpiGroup : public ProcessGroup {
     PAC_CHECK(out.numel() == total && out.dtype() == in.dtype(),
               "all_gather_v: output {} must hold {} elements of {}", out.str(), total,
               dtype_name(in.dtype()));
-    return launch([=, this]() mutable {
+    return launch("all_gather", [=, this]() mutable {
       std::vector<int64_t> offsets(size_ + 1, 0);
       for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + counts[r];
       size_t elem = dtype_size(in.dtype());
@@ -232,7 +258,7 @@ class MpiGroup : public ProcessGroup {
     PAC_CHECK(
         in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.numel() % size_ == 0,
         "reduce_scatter: input {} must hold {} x output {}", in.str(), size_, out.str());
-    return launch([=, this]() mutable {
+    return launch("reduce_scatter", [=, this]() mutable {
       Tensor work = in.clone();
       ring_reduce_scatter(work, op, "reduce_scatter");
       out.copy_(work.view_flat(rank_ * out.numel(), out.shape()));
@@ -241,12 +267,12 @@ class MpiGroup : public ProcessGroup {
   }
 
   void barrier() override {
-    launch([] { MPI_Barrier(MPI_COMM_WORLD); })->wait();
+    launch("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); })->wait();
   }
 
  private:
-  WorkPtr launch(std::function<void()> task) {
-    auto work = std::make_shared<MpiWork>();
+  WorkPtr launch(const char* collective, std::function<void()> task) {
+    auto work = std::make_shared<MpiWork>(collective, timeout_s(), rank_, size_);
     std::lock_guard<std::mutex> lock(queue_mutex_);
     queue_.emplace_back([task = std::move(task), work] {
       try {

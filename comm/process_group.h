@@ -43,6 +43,11 @@ class ProcessGroup {
   virtual WorkPtr reduce_scatter(Tensor in, Tensor out, ReduceOp op) = 0;
   virtual void barrier() = 0;
 
+  // How long waiting for one collective may take before the process gives up, taking the peers
+  // for dead or hung (0: forever). Only groups with peers use it.
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  double timeout_s() const { return timeout_s_; }
+
   // Bytes this rank has sent, in all and by collective ("all_reduce", "broadcast", ...).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   std::map<std::string, uint64_t> bytes_by_collective() const;
@@ -52,6 +57,7 @@ class ProcessGroup {
 
  private:
   std::atomic<uint64_t> bytes_sent_{0};
+  double timeout_s_ = 0.0;
   mutable std::mutex bytes_mutex_;
   std::map<std::string, uint64_t> bytes_by_collective_;
 };

@@ -156,5 +156,17 @@ TEST_CASE("corrupt safetensors files are refused with the problem named") {
                        Error);
   std::ofstream(path, std::ios::trunc) << "abc";
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("too short"), Error);
+
+  // One flipped byte in the data of a file this program wrote is caught by its CRC-32.
+  TensorFile file;
+  file.tensors["w"] = Tensor::from_vector({1, 2, 3, 4}, {4});
+  save_safetensors(path, file);
+  CHECK(load_safetensors(path).tensors.at("w").to_vector() == std::vector<float>{1, 2, 3, 4});
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("the file is damaged"), Error);
   fs::remove(path);
 }

@@ -1,0 +1,32 @@
+#include "apps/faults.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+
+namespace pac {
+
+Fault fault_from_environment() {
+  const char* value = std::getenv("PACTRAIN_FAULT");
+  if (!value || !*value) return {};
+  std::vector<std::string> parts;
+  std::stringstream in(value);
+  std::string part;
+  while (std::getline(in, part, ':')) parts.push_back(part);
+  Fault f;
+  try {
+    PAC_CHECK(parts.size() == 3, "");
+    f.kind = parts[0];
+    f.step = std::stoll(parts[1]);
+    f.rank = std::stoi(parts[2]);
+  } catch (const std::exception&) {
+    PAC_FAIL("PACTRAIN_FAULT='{}' is not KIND:STEP:RANK", value);
+  }
+  PAC_CHECK(f.kind == "nan-loss" || f.kind == "hang" || f.kind == "exit",
+            "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang or exit", f.kind);
+  return f;
+}
+
+}  // namespace pac

@@ -1,0 +1,26 @@
+// Deliberate faults for the fault-injection tests, read from the PACTRAIN_FAULT environment
+// variable as KIND:STEP:RANK, e.g. PACTRAIN_FAULT=hang:5:1. Kinds:
+//   nan-loss  that rank's loss becomes NaN at that step (so its gradients, and after the
+//             all-reduce everyone's, are NaN)
+//   hang      that rank stops responding at that step (sleeps forever)
+//   exit      that rank dies at that step (exits with status 9, no clean-up)
+// Unset, nothing ever happens. A malformed value is an error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pac {
+
+struct Fault {
+  std::string kind;  // empty: none
+  int64_t step = -1;
+  int rank = -1;
+  bool due(const char* what, int64_t at_step, int at_rank) const {
+    return kind == what && step == at_step && rank == at_rank;
+  }
+};
+
+Fault fault_from_environment();
+
+}  // namespace pac

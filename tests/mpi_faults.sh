@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Fault injection on 2 ranks (PACTRAIN_FAULT, see apps/faults.h): a rank that hangs, a rank that
+# dies, and a NaN in one rank's loss. The job must end, non-zero, with a message that says what
+# happened, within a bounded time; with --skip-nonfinite the NaN step is skipped and the run
+# finishes. Prints how long the surviving rank needed to exit after a peer hung or died.
+# Usage: tests/mpi_faults.sh PACTRAIN MPIEXEC
+set -uo pipefail
+pactrain="$1" mpiexec="$2"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+failures=0
+
+# run NAME FAULT EXPECTED_STATUS(zero|nonzero) PATTERN [extra train options]
+run() {
+  local name="$1" fault="$2" expected="$3" pattern="$4"
+  shift 4
+  local start status elapsed
+  start=$(date +%s%N)
+  PACTRAIN_FAULT="$fault" timeout 120 "$mpiexec" --oversubscribe -n 2 "$pactrain" train \
+    --model resnet20 --data synthetic --synthetic-size 512 --image-size 12 --batch 16 \
+    --max-steps 8 --threads 1 --comm-timeout 5 "$@" > "$log" 2>&1
+  status=$?
+  elapsed=$(( ($(date +%s%N) - start) / 100000000 ))  # tenths of a second
+  local ok=1
+  if [ "$status" -eq 124 ]; then ok=0; echo "$name: still running after 120 s"; fi
+  if [ "$expected" = zero ] && [ "$status" -ne 0 ]; then ok=0; fi
+  if [ "$expected" = nonzero ] && [ "$status" -eq 0 ]; then ok=0; fi
+  grep -qE "$pattern" "$log" || ok=0
+  if [ "$ok" -eq 1 ]; then
+    printf '%-28s ok: exit status %d after %d.%d s\n' "$name" "$status" $((elapsed / 10)) $((elapsed % 10))
+  else
+    printf '%-28s FAILED: exit status %d after %d.%d s, expected %s and /%s/; output:\n' \
+      "$name" "$status" $((elapsed / 10)) $((elapsed % 10)) "$expected" "$pattern"
+    sed 's/^/    /' "$log" | tail -20
+    failures=$((failures + 1))
+  fi
+}
+
+run "a rank hangs" hang:3:1 nonzero "rank 0 waited 5 s for (all_reduce|broadcast)"
+run "a rank dies" exit:3:1 nonzero "."
+run "NaN in one rank's loss" nan-loss:3:1 nonzero "step 4: the gradient of '[a-z0-9.]+' is not finite on rank [01]"
+run "NaN, --skip-nonfinite" nan-loss:3:1 zero "step 4: non-finite gradient of .* step skipped" \
+  --skip-nonfinite
+exit $((failures > 0))
