@@ -61,10 +61,11 @@ StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
     if (!layout.compact) {
       bytes.pactrain += static_cast<uint64_t>(bucket.flat.numel()) * 4;
     } else {
-      // Ternary sums need int16 beyond 127 ranks, and a scale shared by an all-reduce-max.
+      // Ternary sums need int16 beyond 127 ranks, and one scale per parameter, shared by an
+      // all-reduce-max.
       double value_bytes = options.encoding == "ternary" && options.world > 127 ? 2.0 : per_value;
       bytes.pactrain += static_cast<uint64_t>(layout.values * value_bytes) +
-                        (options.encoding == "ternary" ? 4 : 0);
+                        (options.encoding == "ternary" ? 4 * bucket.entries.size() : 0);
     }
   }
   return bytes;

@@ -13,7 +13,9 @@
 // exactly the `dense` compressor.
 //
 // Encodings (--compress-opt enc=...): fp32, bf16, fp16, ternary (TernGrad coding of the kept
-// values: scale s = max |value| shared by an all-reduce-max, t = sign with probability |v|/s,
+// values, layer-wise as in the TernGrad paper: per parameter, scale s = max |value| over its kept
+// entries on any rank (one all-reduce-max of one float per parameter), t = sign with
+// probability |v|/s,
 // integer sums in int8 up to 127 ranks and int16 beyond; ef=1 adds error feedback), and auto,
 // which measures, per bucket when its plan is built, one all-reduce of the compact fp32 vector
 // (t_v), one of a single value (t_1, the latency) and each encoding's pack+unpack time (c_e),
@@ -73,7 +75,8 @@ struct Plan {
   Encoding encoding = Encoding::fp32;
   Tensor wire;      // [K] in the wire encoding (bf16, f16, i8 or i16); unused for fp32
   Tensor residual;  // f32 [K]: ternary error feedback
-  Tensor scale;     // f32 [1]: ternary's shared scale
+  std::vector<int64_t> entry_begin;  // per entry and one past the end: its range in `values`
+  Tensor scale;  // f32 [entries]: ternary's per-parameter scales, shared by all ranks
   uint64_t steps = 0;
 };
 
@@ -134,6 +137,7 @@ class Pactrain : public Compressor {
     int64_t at = 0;
     for (const auto& e : bucket.entries) {
       const nn::Parameter& p = *e.param;
+      plan.entry_begin.push_back(at);
       plan.entry_grads.push_back(plan.values.view_flat(at, {p.kept_count()}));
       if (p.has_mask()) {
         const int32_t* kept = p.kept().data<int32_t>();
@@ -142,7 +146,8 @@ class Pactrain : public Compressor {
         for (int64_t j = 0; j < e.numel; ++j) pos[at++] = e.offset + j;
       }
     }
-    plan.scale = Tensor::zeros({1});
+    plan.entry_begin.push_back(at);
+    plan.scale = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
     plan.encoding = encoding_ == Encoding::automatic ? choose(plan, bucket, group) : encoding_;
     allocate_wire(plan, group.size());
   }
@@ -201,35 +206,42 @@ class Pactrain : public Compressor {
     });
   }
 
-  // TernGrad on the kept entries. The scale must be known on every rank before coding, so its
+  // TernGrad on the kept entries, one scale per parameter: a single scale for a whole bucket would
+  // be set by its largest gradient and code the small-gradient layers almost all to zero, with a
+  // large variance. The scales must be known on every rank before coding, so their
   // all-reduce-max is waited for here; the value vector's all-reduce is the asynchronous one.
   void pack_ternary(Plan& plan, const float* g, ProcessGroup& group) {
     const int32_t* pos = plan.positions.data<int32_t>();
-    const int64_t k = plan.positions.numel();
+    const size_t entries = plan.entry_begin.size() - 1;
     float* e = plan.values.data<float>();  // the value to code: gradient plus residual
     const float* r = plan.residual.data<float>();
+    float* scale = plan.scale.data<float>();
     timed([&] {
-      float m = 0.0f;
-      for (int64_t j = 0; j < k; ++j) {
-        e[j] = error_feedback_ ? g[pos[j]] + r[j] : g[pos[j]];
-        m = std::max(m, std::abs(e[j]));
+      for (size_t p = 0; p < entries; ++p) {
+        float m = 0.0f;
+        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
+          e[j] = error_feedback_ ? g[pos[j]] + r[j] : g[pos[j]];
+          m = std::max(m, std::abs(e[j]));
+        }
+        scale[p] = m;
       }
-      plan.scale.data<float>()[0] = m;
     });
     group.all_reduce(plan.scale, ReduceOp::max)->wait();
-    const float s = plan.scale.data<float>()[0];
     timed([&] {
       Generator gen(seed_ ^ (uint64_t(group.rank()) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
                     (uint64_t(plan.bucket) << 52));
       float* res = plan.residual.data<float>();
       bool narrow = plan.wire.dtype() == DType::i8;
-      for (int64_t j = 0; j < k; ++j) {
-        int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
-        if (narrow)
-          plan.wire.data<int8_t>()[j] = static_cast<int8_t>(t);
-        else
-          plan.wire.data<int16_t>()[j] = static_cast<int16_t>(t);
-        if (error_feedback_) res[j] = e[j] - s * static_cast<float>(t);
+      for (size_t p = 0; p < entries; ++p) {
+        const float s = scale[p];
+        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
+          int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
+          if (narrow)
+            plan.wire.data<int8_t>()[j] = static_cast<int8_t>(t);
+          else
+            plan.wire.data<int16_t>()[j] = static_cast<int16_t>(t);
+          if (error_feedback_) res[j] = e[j] - s * static_cast<float>(t);
+        }
       }
     });
   }
@@ -251,13 +263,13 @@ class Pactrain : public Compressor {
           break;
         }
         case Encoding::ternary: {
-          const float unit = plan.scale.data<float>()[0] / static_cast<float>(world);
-          if (plan.wire.dtype() == DType::i8) {
-            const int8_t* w = plan.wire.data<int8_t>();
-            for (int64_t j = 0; j < k; ++j) v[j] = unit * static_cast<float>(w[j]);
-          } else {
-            const int16_t* w = plan.wire.data<int16_t>();
-            for (int64_t j = 0; j < k; ++j) v[j] = unit * static_cast<float>(w[j]);
+          const bool narrow = plan.wire.dtype() == DType::i8;
+          for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
+            const float unit = plan.scale.data<float>()[p] / static_cast<float>(world);
+            for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
+              int sum = narrow ? plan.wire.data<int8_t>()[j] : plan.wire.data<int16_t>()[j];
+              v[j] = unit * static_cast<float>(sum);
+            }
           }
           break;
         }

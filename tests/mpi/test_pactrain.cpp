@@ -148,24 +148,28 @@ TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
   }
 }
 
-TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of the scale") {
+TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of each scale") {
   MaskedBucket b;
   b.mask(41, 0.3f);
   auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"}, {"seed", "3"}});
   Tensor reference = b.fill_gradient(11);
   Tensor mine = b.bucket.flat.clone();
-  // The shared scale: the largest kept magnitude on any rank.
-  float local_max = 0.0f;
-  for (const auto& e : b.bucket.entries) {
-    const nn::Parameter& p = *e.param;
+  // The shared scales: per parameter, the largest kept magnitude on any rank.
+  Tensor scales = Tensor::zeros({static_cast<int64_t>(b.params.size())});
+  for (size_t e = 0; e < b.params.size(); ++e) {
+    const nn::Parameter& p = *b.params[e];
     for (int64_t j = 0; j < p.kept_count(); ++j) {
       int64_t pos = p.has_mask() ? p.kept().data<int32_t>()[j] : j;
-      local_max = std::max(local_max, std::abs(mine.data<float>()[e.offset + pos]));
+      float v = std::abs(mine.data<float>()[b.bucket.entries[e].offset + pos]);
+      scales.data<float>()[e] = std::max(scales.data<float>()[e], v);
     }
   }
-  Tensor scale = Tensor::full({1}, local_max);
-  world().all_reduce(scale, comm::ReduceOp::max)->wait();
-  const float unit = scale.item() / world().size();
+  world().all_reduce(scales, comm::ReduceOp::max)->wait();
+  std::vector<float> unit_of;  // per kept entry, in for_each_kept's order
+  for (size_t e = 0; e < b.params.size(); ++e) {
+    for (int64_t j = 0; j < b.params[e]->kept_count(); ++j)
+      unit_of.push_back(scales.data<float>()[e] / world().size());
+  }
 
   const int trials = 300;
   std::vector<double> mean(b.kept(), 0.0);
@@ -174,7 +178,7 @@ TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of the 
     pactrain->reduce(b.bucket, world())->wait();
     int64_t j = 0;
     for_each_kept(b, reference, [&](float got, float) {
-      double units = got / unit;
+      double units = got / unit_of[j];
       CHECK(std::abs(units - std::round(units)) < 1e-3);
       CHECK(std::abs(units) <= world().size() + 1e-3);
       mean[j++] += got / trials;
@@ -182,13 +186,14 @@ TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of the 
   }
   // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
   int64_t j = 0, outside = 0;
-  double bound = 4.0 * scale.item() / std::sqrt(double(world().size()) * trials);
-  for_each_kept(b, reference,
-                [&](float, float want) { outside += std::abs(mean[j++] - want) > bound; });
+  for_each_kept(b, reference, [&](float, float want) {
+    double bound = 4.0 * unit_of[j] * world().size() / std::sqrt(double(world().size()) * trials);
+    outside += std::abs(mean[j++] - want) > bound;
+  });
   CHECK(outside <= b.kept() / 500 + 1);
 }
 
-TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus one scale") {
+TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales") {
   const int r = world().rank(), p = world().size();
   for (const char* enc : {"fp32", "bf16", "ternary"}) {
     MaskedBucket b;
@@ -199,9 +204,10 @@ TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus o
     pactrain->reduce(b.bucket, world())->wait();
     uint64_t sent = world().bytes_sent() - before;
     std::string e = enc;
-    uint64_t expected = e == "fp32"   ? ring_bytes(b.kept(), 4, r, p)
-                        : e == "bf16" ? ring_bytes(b.kept(), 2, r, p)
-                                      : ring_bytes(b.kept(), 1, r, p) + ring_bytes(1, 4, r, p);
+    uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
+                        : e == "bf16"
+                            ? ring_bytes(b.kept(), 2, r, p)
+                            : ring_bytes(b.kept(), 1, r, p) + ring_bytes(3, 4, r, p);  // 3 scales
     CHECK(sent == expected);
   }
 }
