@@ -17,7 +17,8 @@ struct ConvShape {
   bool operator==(const ConvShape&) const = default;
 };
 
-// All pointers are dense NCHW / OIHW f32 buffers; bias and grad_bias may be null.
+// All pointers are dense NCHW / OIHW f32 buffers; bias and grad_bias may be null. In a build
+// without oneDNN (-DPAC_DNNL=OFF) they throw; set_conv_algorithm refuses to select them there.
 void dnnl_conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias,
                        float* y);
 void dnnl_conv_backward_data(const ConvShape& s, const float* grad_y, const float* w,
