@@ -253,7 +253,9 @@ TrainResult train(const TrainOptions& o) {
   }
   position.world_size = world;
   // Masks loaded from a checkpoint must agree too, before the first compact all-reduce.
-  if (world > 1) prune::check_masks_agree(*group, model->named_parameters());
+  // Built once: the per-step checks walk the same list every step.
+  const optim::NamedParameters params = model->named_parameters();
+  if (world > 1) prune::check_masks_agree(*group, params);
   MetricsWriter metrics(leader ? o.metrics : "", !o.resume.empty());
   const bool quiet = o.quiet || !leader;
   bool show_bar = !quiet && isatty(2);
@@ -330,7 +332,7 @@ TrainResult train(const TrainOptions& o) {
       // A NaN or Inf in any rank's gradient reaches every rank through the all-reduce, so all
       // ranks stop (or skip) at the same step.
       float value = loss.item();
-      std::string nonfinite = optim::first_nonfinite_gradient(model->named_parameters());
+      std::string nonfinite = optim::first_nonfinite_gradient(params);
       bool skip = !nonfinite.empty() || !std::isfinite(value);
       if (skip) {
         PAC_CHECK(o.skip_nonfinite,
@@ -346,7 +348,7 @@ TrainResult train(const TrainOptions& o) {
                        nonfinite.empty() ? "loss" : ("gradient of " + nonfinite).c_str());
         }
       } else {
-        if (o.clip_grad > 0.0f) optim::clip_grad_norm(model->named_parameters(), o.clip_grad);
+        if (o.clip_grad > 0.0f) optim::clip_grad_norm(params, o.clip_grad);
         optimizer->step();
       }
       ++position.step;
