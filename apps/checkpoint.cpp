@@ -1,17 +1,18 @@
 #include "apps/checkpoint.h"
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "apps/safetensors.h"
 #include "core/autograd.h"
-#include "core/generator.h"
 
 namespace pac {
 
 namespace {
-constexpr const char* kFormat = "pactrain-checkpoint-1";
-}
+// Version 2 added the per-rank compressor and generator state and the pruner state. A version 1
+// file still loads for evaluation, but a run cannot resume from it exactly.
+constexpr const char* kFormat = "pactrain-checkpoint-2";
+constexpr const char* kFormatWithoutRunState = "pactrain-checkpoint-1";
+}  // namespace
 
 std::string model_config_json(const models::ModelConfig& c) {
   nlohmann::json j = {{"name", c.name},
@@ -51,7 +52,7 @@ models::ModelConfig model_config_from_json(const std::string& text, const std::s
 
 void save_checkpoint(const std::string& path, const models::ModelConfig& config, nn::Module& model,
                      const optim::Optimizer* optimizer, const RunPosition& position,
-                     const std::string& optimizer_name) {
+                     const std::string& optimizer_name, const RunState& run) {
   TensorFile file;
   for (auto& [name, p] : model.named_parameters()) {
     file.tensors[name] = p->data().detach();
@@ -61,7 +62,9 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
   if (optimizer) {
     for (auto& [name, t] : optimizer->state()) file.tensors["optimizer." + name] = t;
   }
-  auto state = default_generator().state();
+  add_prefixed(file.tensors, "pruner.", run.pruner);
+  for (size_t r = 0; r < run.ranks.size(); ++r)
+    add_prefixed(file.tensors, "rank" + std::to_string(r) + ".", run.ranks[r]);
   file.metadata = {
       {"format", kFormat},
       {"model", model_config_json(config)},
@@ -70,10 +73,13 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
       {"batch", std::to_string(position.batch)},
       {"world_size", std::to_string(position.world_size)},
       {"optimizer", optimizer_name},
-      {"generator", fmt::format("{} {} {} {}", state[0], state[1], state[2], state[3])},
+      {"compressor", run.compressor},
+      {"prune", run.prune},
   };
   save_safetensors(path, file);
 }
+
+static void require_format(const TensorFile& file, const std::string& path);
 
 static const std::string& require_metadata(const TensorFile& file, const std::string& key,
                                            const std::string& path) {
@@ -83,20 +89,23 @@ static const std::string& require_metadata(const TensorFile& file, const std::st
   return it->second;
 }
 
+static void require_format(const TensorFile& file, const std::string& path) {
+  const std::string& format = require_metadata(file, "format", path);
+  PAC_CHECK(format == kFormat || format == kFormatWithoutRunState,
+            "{}: checkpoint format '{}' is not one this version reads ('{}' or '{}')", path, format,
+            kFormat, kFormatWithoutRunState);
+}
+
 models::ModelConfig read_checkpoint_config(const std::string& path) {
   TensorFile file = load_safetensors(path);
-  PAC_CHECK(require_metadata(file, "format", path) == kFormat,
-            "{}: checkpoint format '{}' is not the supported '{}'", path,
-            file.metadata.at("format"), kFormat);
+  require_format(file, path);
   return model_config_from_json(require_metadata(file, "model", path), path);
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelConfig& expected,
                                  nn::Module& model, optim::Optimizer* optimizer) {
   TensorFile file = load_safetensors(path);
-  PAC_CHECK(require_metadata(file, "format", path) == kFormat,
-            "{}: checkpoint format '{}' is not the supported '{}'", path,
-            file.metadata.at("format"), kFormat);
+  require_format(file, path);
   LoadedCheckpoint out;
   out.config = model_config_from_json(require_metadata(file, "model", path), path);
   PAC_CHECK(model_config_json(out.config) == model_config_json(expected),
@@ -122,14 +131,24 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelCon
     }
   }
   for (auto& [name, b] : model.named_buffers()) b.copy_(take(name, b.shape()));
+  // The state beyond the model, by prefix; what is left must be nothing.
   std::map<std::string, Tensor> optimizer_state;
+  std::map<int64_t, StateDict> ranks;
   for (auto it = file.tensors.begin(); it != file.tensors.end();) {
-    if (it->first.rfind("optimizer.", 0) == 0) {
-      optimizer_state[it->first.substr(10)] = it->second;
-      it = file.tensors.erase(it);
+    const std::string& key = it->first;
+    size_t dot = key.find('.');
+    if (key.rfind("optimizer.", 0) == 0) {
+      optimizer_state[key.substr(10)] = it->second;
+    } else if (key.rfind("pruner.", 0) == 0) {
+      out.run.pruner[key.substr(7)] = it->second;
+    } else if (key.rfind("rank", 0) == 0 && dot != std::string::npos && dot > 4 &&
+               key.find_first_not_of("0123456789", 4) == dot && dot - 4 <= 6) {
+      ranks[std::stoll(key.substr(4, dot - 4))][key.substr(dot + 1)] = it->second;
     } else {
       ++it;
+      continue;
     }
+    it = file.tensors.erase(it);
   }
   PAC_CHECK(file.tensors.empty(), "{}: checkpoint holds '{}', which this model does not have", path,
             file.tensors.empty() ? "" : file.tensors.begin()->first);
@@ -149,11 +168,21 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelCon
   out.position = {number("step"), number("epoch"), number("batch"), world_size};
   out.optimizer_name = require_metadata(file, "optimizer", path);
   if (optimizer) {
-    Generator::State state;
-    std::istringstream words(require_metadata(file, "generator", path));
-    for (auto& word : state) words >> word;
-    PAC_CHECK(!words.fail(), "{}: metadata 'generator' is not four integers", path);
-    default_generator().set_state(state);
+    PAC_CHECK(file.metadata.at("format") == kFormat,
+              "{}: a '{}' checkpoint lacks the compressor, pruner and generator state a run needs "
+              "to resume exactly; it can be evaluated, not resumed",
+              path, kFormatWithoutRunState);
+    out.run.compressor = require_metadata(file, "compressor", path);
+    out.run.prune = require_metadata(file, "prune", path);
+    for (const auto& [r, state] : ranks) {
+      PAC_CHECK(r == static_cast<int64_t>(out.run.ranks.size()),
+                "{}: checkpoint has state for rank {} but none for rank {}", path, r,
+                out.run.ranks.size());
+      out.run.ranks.push_back(state);
+    }
+    PAC_CHECK(static_cast<int64_t>(out.run.ranks.size()) == world_size,
+              "{}: checkpoint holds the state of {} ranks, but says it was written by {}", path,
+              out.run.ranks.size(), world_size);
   }
   return out;
 }

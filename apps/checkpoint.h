@@ -1,13 +1,15 @@
 // Training checkpoints in safetensors: every parameter under its own name
 // ("layer1.0.conv1.weight"), its pruning mask as "<name>.mask", every buffer ("bn1.running_mean"),
-// the optimizer state as "optimizer.<parameter>.<slot>", and in the metadata the model
-// configuration, the position in the run and the random generator's state. A checkpoint of another
-// model is refused by name.
+// the optimizer state as "optimizer.<parameter>.<slot>", the pruner's state as "pruner.<key>", each
+// rank's compressor and generator state as "rank<r>.<key>" (apps/run_state.h), and in the metadata
+// the model configuration, the position in the run and the compressor and criterion names. A
+// checkpoint of another model is refused by name. The file carries a CRC-32 that loading checks.
 #pragma once
 
 #include <string>
 
 #include "apps/models/registry.h"
+#include "apps/run_state.h"
 #include "optim/optimizer.h"
 
 namespace pac {
@@ -24,17 +26,19 @@ models::ModelConfig model_config_from_json(const std::string& json, const std::s
 
 void save_checkpoint(const std::string& path, const models::ModelConfig& config, nn::Module& model,
                      const optim::Optimizer* optimizer, const RunPosition& position,
-                     const std::string& optimizer_name);
+                     const std::string& optimizer_name, const RunState& run);
 
 struct LoadedCheckpoint {
   models::ModelConfig config;
   RunPosition position;
   std::string optimizer_name;
+  RunState run;  // for restore_run_state()
 };
 // Reads the configuration only (to build the model for `pactrain eval`).
 models::ModelConfig read_checkpoint_config(const std::string& path);
-// Loads weights, masks and buffers into `model` (and the optimizer state and generator when
-// given). Throws if the file belongs to a different model configuration than `expected`.
+// Loads weights, masks and buffers into `model` (and the optimizer state when given; then the
+// file must be one a run can resume from). Throws if the file belongs to a different model
+// configuration than `expected`.
 LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelConfig& expected,
                                  nn::Module& model, optim::Optimizer* optimizer);
 

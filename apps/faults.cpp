@@ -1,5 +1,6 @@
 #include "apps/faults.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
@@ -24,9 +25,22 @@ Fault fault_from_environment() {
   } catch (const std::exception&) {
     PAC_FAIL("PACTRAIN_FAULT='{}' is not KIND:STEP:RANK", value);
   }
-  PAC_CHECK(f.kind == "nan-loss" || f.kind == "hang" || f.kind == "exit",
-            "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang or exit", f.kind);
+  PAC_CHECK(f.kind == "nan-loss" || f.kind == "hang" || f.kind == "exit" ||
+                f.kind == "kill-in-checkpoint",
+            "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang, exit or "
+            "kill-in-checkpoint",
+            f.kind);
   return f;
+}
+
+namespace {
+bool checkpoint_kill_armed = false;
+}
+
+void arm_checkpoint_kill() { checkpoint_kill_armed = true; }
+
+void checkpoint_write_halfway() {
+  if (checkpoint_kill_armed) std::raise(SIGKILL);
 }
 
 }  // namespace pac

@@ -4,6 +4,9 @@
 //             all-reduce everyone's, are NaN)
 //   hang      that rank stops responding at that step (sleeps forever)
 //   exit      that rank dies at that step (exits with status 9, no clean-up)
+//   kill-in-checkpoint
+//             that rank is killed with SIGKILL halfway through writing the checkpoint after that
+//             step (with --checkpoint-every), as `kill -9` at the worst moment would
 // Unset, nothing ever happens. A malformed value is an error.
 #pragma once
 
@@ -22,5 +25,10 @@ struct Fault {
 };
 
 Fault fault_from_environment();
+
+// The checkpoint writer calls checkpoint_write_halfway() with half of the file written; after
+// arm_checkpoint_kill() that kills the process on the spot.
+void arm_checkpoint_kill();
+void checkpoint_write_halfway();
 
 }  // namespace pac

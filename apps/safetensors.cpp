@@ -10,6 +10,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "apps/faults.h"
+
 namespace pac {
 
 namespace {
@@ -78,8 +80,13 @@ void save_safetensors(const std::string& path, const TensorFile& file) {
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
     out.write(reinterpret_cast<const char*>(le), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    size_t written = 0;
     for (const auto& [name, t] : file.tensors) {
       out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+      if (++written == file.tensors.size() / 2) {
+        out.flush();
+        checkpoint_write_halfway();  // fault injection; nothing unless a test armed it
+      }
     }
     out.flush();
     PAC_CHECK(out.good(), "{}: write failed (disk full?)", tmp);

@@ -219,9 +219,6 @@ TrainResult train(const TrainOptions& o) {
 
   std::unique_ptr<prune::Pruner> pruner;
   if (!o.prune.empty()) {
-    PAC_CHECK(o.resume.empty() || o.prune_schedule.rfind("imp:", 0) != 0,
-              "--resume with --prune-schedule imp is not supported: the weights to rewind to are "
-              "not in the checkpoint");
     pruner = std::make_unique<prune::Pruner>(
         *model,
         prune::PrunerOptions{o.prune, o.sparsity, o.prune_scope, o.prune_schedule, o.prune_exclude,
@@ -240,6 +237,7 @@ TrainResult train(const TrainOptions& o) {
       world};
 
   RunPosition position;
+  RunState loaded_run;
   if (!o.resume.empty()) {
     auto loaded = load_checkpoint(o.resume, config, *model, optimizer.get());
     PAC_CHECK(loaded.optimizer_name == o.optimizer,
@@ -250,12 +248,22 @@ TrainResult train(const TrainOptions& o) {
               "world size would change the data order and the batch, so it is refused",
               o.resume, loaded.position.world_size, world);
     position = loaded.position;
+    loaded_run = std::move(loaded.run);
   }
   position.world_size = world;
   // Masks loaded from a checkpoint must agree too, before the first compact all-reduce.
   // Built once: the per-step checks walk the same list every step.
   const optim::NamedParameters params = model->named_parameters();
   if (world > 1) prune::check_masks_agree(*group, params);
+  if (!o.resume.empty()) {
+    restore_run_state(loaded_run, o.resume, *group, reducer.get(), o.compress, pruner.get());
+  }
+  // Every rank takes part (each contributes its compressor state); rank 0 writes the file.
+  auto write_checkpoint = [&] {
+    RunState run = capture_run_state(*group, reducer.get(), o.compress, pruner.get());
+    if (leader)
+      save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run);
+  };
   MetricsWriter metrics(leader ? o.metrics : "", !o.resume.empty());
   const bool quiet = o.quiet || !leader;
   bool show_bar = !quiet && isatty(2);
@@ -386,9 +394,10 @@ TrainResult train(const TrainOptions& o) {
         draw_progress(epoch, o.epochs, b + 1, batches, value, samples_per_s * world,
                       per_step * (total_steps - position.step));
       }
-      if (leader && o.checkpoint_every > 0 && !o.checkpoint.empty() &&
+      if (o.checkpoint_every > 0 && !o.checkpoint.empty() &&
           position.step % o.checkpoint_every == 0) {
-        save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
+        if (fault.due("kill-in-checkpoint", position.step, rank)) arm_checkpoint_kill();
+        write_checkpoint();
       }
     }
     if (show_bar) std::fprintf(stderr, "\n");
@@ -418,9 +427,7 @@ TrainResult train(const TrainOptions& o) {
       std::fflush(stdout);
     }
   }
-  if (leader && !o.checkpoint.empty()) {
-    save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer);
-  }
+  if (!o.checkpoint.empty()) write_checkpoint();
   result.steps = position.step;
   result.density = pruner ? 1.0 - pruner->sparsity() : 1.0;
   if (leader && !quiet) {

@@ -11,6 +11,16 @@ void Compressor::timed(const std::function<void()>& f) {
   codec_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::string bucket_state_key(int bucket, const std::string& what) {
+  return "bucket" + std::to_string(bucket) + "." + what;
+}
+
+void Compressor::load_state(const StateDict& state, const std::vector<Bucket>& buckets,
+                            ProcessGroup& group) {
+  (void)buckets, (void)group;
+  StateReader("compressor " + name(), state).finish();  // a stateless compressor takes none
+}
+
 namespace {
 
 class ThenWork : public Work {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "core/state_dict.h"
 #include "layers/parameter.h"
 
 namespace pac::comm {
@@ -41,12 +42,24 @@ class Compressor {
   // pack, the average's division): the kernels a GPU build would launch.
   uint64_t kernels() const { return kernels_; }
 
+  // This rank's state, for checkpoints: error-feedback residuals, warm-start factors, step
+  // counters, named "bucket<i>.<what>". Ranks differ in it (each has its own residuals), so a
+  // checkpoint keeps every rank's. Stateless compressors have none.
+  virtual StateDict state() const { return {}; }
+  // Restores what state() returned, before the first step of a resumed run. `buckets` are the
+  // reducer's, and the parameters' masks are the checkpoint's already.
+  virtual void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
+                          ProcessGroup& group);
+
  protected:
   // Runs f, one pass over the data, and adds its duration to the codec time.
   void timed(const std::function<void()>& f);
   double codec_seconds_ = 0.0;
   uint64_t kernels_ = 0;
 };
+
+// The key of one bucket's state entry: "bucket3.residual".
+std::string bucket_state_key(int bucket, const std::string& what);
 
 // A Work that runs `then` (on the waiting thread) after `inner` completes: decoding steps.
 WorkPtr then(WorkPtr inner, std::function<void()> after);

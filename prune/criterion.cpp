@@ -32,4 +32,23 @@ std::vector<Tensor> copy_gradients(const NamedParameters& params) {
   return out;
 }
 
+void Criterion::load_state(const StateDict& state, const NamedParameters& params) {
+  (void)params;
+  StateReader("criterion " + name(), state).finish();  // a criterion that keeps nothing takes none
+}
+
+StateDict sums_to_state(const std::vector<Tensor>& sums) {
+  StateDict out;
+  for (size_t i = 0; i < sums.size(); ++i) out["sum." + std::to_string(i)] = sums[i];
+  return out;
+}
+
+std::vector<Tensor> sums_from_state(StateReader& read, const NamedParameters& params) {
+  std::vector<Tensor> sums;
+  if (!read.has("sum.0")) return sums;
+  for (size_t i = 0; i < params.size(); ++i)
+    sums.push_back(read.tensor("sum." + std::to_string(i), params[i].second->shape()));
+  return sums;
+}
+
 }  // namespace pac::prune

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/state_dict.h"
 #include "layers/module.h"
 
 namespace pac::prune {
@@ -42,6 +43,9 @@ class Criterion {
   // Called after every training step's backward with the same parameters, for criteria that
   // accumulate over steps (taylor); the gradients are in .grad.
   virtual void observe(const NamedParameters& params) { (void)params; }
+  // What observe() accumulated, for checkpoints. load_state gets the same parameters as observe.
+  virtual StateDict state() const { return {}; }
+  virtual void load_state(const StateDict& state, const NamedParameters& params);
 };
 
 using CriterionFactory = std::function<std::unique_ptr<Criterion>()>;
@@ -57,5 +61,9 @@ void register_criterion(const std::string& name, CriterionFactory factory);
 Tensor abs_product(const Tensor& a, const Tensor& b);
 Tensor abs_of(const Tensor& a);
 std::vector<Tensor> copy_gradients(const NamedParameters& params);
+// For criteria that keep one running sum per parameter: the sums as state ("sum.<i>"), and back
+// (empty when nothing was observed).
+StateDict sums_to_state(const std::vector<Tensor>& sums);
+std::vector<Tensor> sums_from_state(StateReader& read, const NamedParameters& params);
 
 }  // namespace pac::prune

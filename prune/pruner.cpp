@@ -148,6 +148,25 @@ std::string Pruner::describe() const {
                                : fmt::format(", excluding {}", fmt::join(options_.exclude, " ")));
 }
 
+StateDict Pruner::state() const {
+  StateDict out;
+  add_prefixed(out, "criterion.", criterion_->state());
+  auto named = model_.named_parameters();
+  for (size_t i = 0; i < rewind_to_.size(); ++i) out["rewind." + named[i].first] = rewind_to_[i];
+  out["events"] = counter_tensor(events_);
+  return out;
+}
+
+void Pruner::load_state(const StateDict& state) {
+  StateReader read("pruner", state);
+  criterion_->load_state(read.section("criterion."), prunable_);
+  auto named = model_.named_parameters();
+  for (size_t i = 0; i < rewind_to_.size(); ++i)
+    read.copy_into("rewind." + named[i].first, rewind_to_[i]);
+  events_ = read.counter("events");
+  read.finish();
+}
+
 double Pruner::sparsity() const {
   int64_t kept = 0, total = 0;
   for (const auto& [name, p] : prunable_) {

@@ -53,6 +53,11 @@ class Pruner {
   const PrunerOptions& options() const { return options_; }
   std::string describe() const;
 
+  // For checkpoints: the criterion's running sums ("criterion."), imp's weights to rewind to
+  // ("rewind.<parameter>") and the number of events so far. The masks are the parameters'.
+  StateDict state() const;
+  void load_state(const StateDict& state);
+
  private:
   std::vector<Tensor> keep_decisions(const std::vector<Tensor>& scores, double sparsity) const;
   void install(const std::vector<Tensor>& keep);

@@ -61,6 +61,109 @@ TEST_CASE("ResNet-20 and ViT-tiny overfit a batch of 64 images") {
   CHECK(vit_steps > 0);
 }
 
+namespace {
+
+// Every tensor of two checkpoint files is byte for byte the same.
+void check_same_tensors(const std::string& a_path, const std::string& b_path) {
+  TensorFile a = load_safetensors(a_path), b = load_safetensors(b_path);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (auto& [name, t] : a.tensors) {
+    REQUIRE(b.tensors.count(name));
+    const Tensor& u = b.tensors.at(name);
+    REQUIRE(u.nbytes() == t.nbytes());
+    INFO(name);
+    CHECK(std::memcmp(t.raw_data(), u.raw_data(), t.nbytes()) == 0);
+  }
+}
+
+// Trains `o` straight through, and again stopped after `stop` steps and resumed; the final
+// checkpoints (weights, masks, optimizer, compressor and pruner state) must be identical.
+void check_resume_is_exact(TrainOptions o, int64_t stop) {
+  std::string straight = temp_path("straight.safetensors");
+  std::string half = temp_path("half.safetensors");
+  std::string resumed = temp_path("resumed.safetensors");
+  o.checkpoint = straight;
+  int64_t steps = train(o).steps;
+  o.checkpoint = half;
+  o.max_steps = stop;
+  CHECK(train(o).steps == stop);
+  o.checkpoint = resumed;
+  o.resume = half;
+  o.max_steps = 0;
+  CHECK(train(o).steps == steps);
+  check_same_tensors(straight, resumed);
+  for (const auto& p : {straight, half, resumed}) fs::remove(p);
+}
+
+TrainOptions small_run() {
+  TrainOptions o;
+  o.model = {"resnet20", 1, 0, 12};
+  o.data = "synthetic";
+  o.synthetic_size = 96;
+  o.batch = 16;
+  o.epochs = 2;  // 6 steps per epoch
+  o.lr = 0.05f;
+  o.threads = 1;
+  o.quiet = true;
+  o.seed = 5;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("resuming restores the compressor's state: residuals, factors, counters") {
+  struct Case {
+    std::string compress;
+    comm::CompressorOptions options;
+  };
+  for (const Case& c : std::vector<Case>{{"topk", {{"ratio", "0.05"}, {"momentum", "0.5"}}},
+                                         {"randomk", {{"ratio", "0.1"}}},
+                                         {"terngrad", {}},
+                                         {"signsgd", {}},
+                                         {"powersgd", {{"start_iter", "2"}}}}) {
+    INFO(c.compress);
+    TrainOptions o = small_run();
+    o.compress = c.compress;
+    o.compress_options = c.options;
+    check_resume_is_exact(o, 7);
+  }
+}
+
+TEST_CASE("resuming a pruned run restores masks, criterion sums and the ternary residuals") {
+  TrainOptions o = small_run();
+  o.prune = "taylor";
+  o.sparsity = 0.8;
+  o.prune_schedule = "gradual:2:10:2";
+  o.compress = "pactrain";
+  o.compress_options = {{"enc", "ternary"}, {"ef", "1"}};
+  SUBCASE("stopped between pruning events, with taylor sums pending") {
+    check_resume_is_exact(o, 5);
+  }
+  SUBCASE("stopped just before a pruning event") { check_resume_is_exact(o, 6); }
+  SUBCASE("imp: a run with weight rewinding resumes too") {
+    o.prune = "magnitude";
+    o.prune_schedule = "imp:2:1";
+    o.compress_options = {{"enc", "fp32"}};
+    check_resume_is_exact(o, 4);
+  }
+}
+
+TEST_CASE("a checkpoint resumes only with the compressor and criterion it was trained with") {
+  TrainOptions o = small_run();
+  o.compress = "topk";
+  o.max_steps = 3;
+  std::string path = temp_path("topk.safetensors");
+  o.checkpoint = path;
+  train(o);
+  o.resume = path;
+  o.compress = "randomk";
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("trained with --compress topk"), Error);
+  o.compress = "topk";
+  o.prune = "magnitude";
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("trained with no --prune"), Error);
+  fs::remove(path);
+}
+
 TEST_CASE("a resumed run continues bit-identically") {
   TrainOptions o;
   o.model = {"resnet20", 0, 0, 0};
@@ -92,15 +195,7 @@ TEST_CASE("a resumed run continues bit-identically") {
   o.max_steps = 0;
   CHECK(train(o).steps == 12);
 
-  TensorFile a = load_safetensors(straight), b = load_safetensors(resumed);
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (auto& [name, t] : a.tensors) {
-    REQUIRE(b.tensors.count(name));
-    const Tensor& u = b.tensors.at(name);
-    REQUIRE(u.nbytes() == t.nbytes());
-    INFO(name);
-    CHECK(std::memcmp(t.raw_data(), u.raw_data(), t.nbytes()) == 0);
-  }
+  check_same_tensors(straight, resumed);
 
   // A checkpoint of another model is refused by name.
   o.model.name = "resnet32";

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "comm/compressors/builtin.h"
 #include "comm/compressors/options.h"
@@ -114,6 +115,45 @@ class Pactrain : public Compressor {
         });
   }
 
+  // Per compact bucket: its step count (the ternary coin flips' seed), its encoding and the
+  // ternary error feedback. The rest of a plan follows from the masks.
+  StateDict state() const override {
+    StateDict out;
+    for (const auto& [index, plan] : plans_) {
+      if (!plan.compact) continue;
+      out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(plan.steps));
+      out[bucket_state_key(index, "encoding")] =
+          counter_tensor(static_cast<int64_t>(plan.encoding));
+      if (plan.residual.defined()) out[bucket_state_key(index, "residual")] = plan.residual;
+    }
+    return out;
+  }
+
+  // Builds the saved buckets' plans now, from the checkpoint's masks: if the pruner changes a mask
+  // before the first step, the plan is rebuilt afresh, as it was in the run that was saved.
+  void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
+                  ProcessGroup& group) override {
+    StateReader read("compressor pactrain", state);
+    for (const auto& bucket : buckets) {
+      if (!read.has(bucket_state_key(bucket.index, "steps"))) continue;
+      int64_t encoding = read.counter(bucket_state_key(bucket.index, "encoding"));
+      PAC_CHECK(encoding >= 0 && encoding < static_cast<int64_t>(Encoding::automatic),
+                "compressor pactrain: saved encoding {} of bucket {} is not one of fp32, bf16, "
+                "fp16, ternary",
+                encoding, bucket.index);
+      Plan& plan = plans_[bucket.index];
+      build_plan(plan, bucket, group, static_cast<Encoding>(encoding));
+      PAC_CHECK(plan.compact,
+                "compressor pactrain: the checkpoint has a compact plan for bucket {}, but its "
+                "parameters have no pruned weights",
+                bucket.index);
+      plan.steps = static_cast<uint64_t>(read.counter(bucket_state_key(bucket.index, "steps")));
+      if (plan.residual.defined())
+        read.copy_into(bucket_state_key(bucket.index, "residual"), plan.residual);
+    }
+    read.finish();
+  }
+
  private:
   static bool plan_is_current(const Plan& plan, const Bucket& bucket) {
     if (plan.mask_versions.size() != bucket.entries.size()) return false;
@@ -123,7 +163,10 @@ class Pactrain : public Compressor {
     return true;
   }
 
-  void build_plan(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
+  // `restored`: the encoding a checkpoint recorded, instead of choosing one (enc=auto measures,
+  // and a measurement would not repeat).
+  void build_plan(Plan& plan, const Bucket& bucket, ProcessGroup& group,
+                  std::optional<Encoding> restored = std::nullopt) {
     plan = Plan();
     plan.bucket = bucket.index;
     for (const auto& e : bucket.entries) plan.mask_versions.push_back(e.param->mask_version());
@@ -148,7 +191,9 @@ class Pactrain : public Compressor {
     }
     plan.entry_begin.push_back(at);
     plan.scale = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
-    plan.encoding = encoding_ == Encoding::automatic ? choose(plan, bucket, group) : encoding_;
+    plan.encoding = restored                           ? *restored
+                    : encoding_ == Encoding::automatic ? choose(plan, bucket, group)
+                                                       : encoding_;
     allocate_wire(plan, group.size());
   }
 

@@ -49,18 +49,14 @@ class PowerSgd : public Compressor {
       int64_t p_total = 0;
       for (size_t e = 0; e < bucket.entries.size(); ++e) {
         const auto& entry = bucket.entries[e];
-        const Shape& shape = entry.param->shape();
-        int64_t rows = shape.empty() ? 1 : shape[0];
-        int64_t cols = rows ? entry.numel / rows : 0;
-        int64_t r = std::min({rank_, rows, cols});
-        // Worth compressing only when the factors are smaller than the matrix.
-        if (shape.size() < 2 || (rows + cols) * r >= rows * cols) {
+        Factoring f = factoring(entry);
+        if (f.r == 0) {
           for (int64_t i = 0; i < entry.numel; ++i) dense_positions.push_back(entry.offset + i);
           continue;
         }
-        st->push_back(matrix_state(bucket.index, e, entry, rows, cols, r));
+        st->push_back(matrix_state(bucket.index, e, entry, f.rows, f.cols, f.r));
         st->back().p_offset = p_total;
-        p_total += rows * r;
+        p_total += f.rows * f.r;
       }
       all_p = Tensor::empty({p_total});
       for (auto& m : *st) {
@@ -118,7 +114,56 @@ class PowerSgd : public Compressor {
     });
   }
 
+  StateDict state() const override {
+    StateDict out;
+    for (const auto& [key, m] : matrices_) {
+      std::string entry = "entry" + std::to_string(key.second) + ".";
+      out[bucket_state_key(key.first, entry + "q")] = m.q;
+      out[bucket_state_key(key.first, entry + "error")] = m.error;
+    }
+    for (const auto& [index, steps] : steps_)
+      out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(steps));
+    return out;
+  }
+
+  void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
+                  ProcessGroup&) override {
+    StateReader read("compressor powersgd", state);
+    for (const auto& bucket : buckets) {
+      std::string steps = bucket_state_key(bucket.index, "steps");
+      if (read.has(steps)) steps_[bucket.index] = static_cast<uint64_t>(read.counter(steps));
+      for (size_t e = 0; e < bucket.entries.size(); ++e) {
+        std::string entry = "entry" + std::to_string(e) + ".";
+        Factoring f = factoring(bucket.entries[e]);
+        if (f.r == 0 || !read.has(bucket_state_key(bucket.index, entry + "q"))) continue;
+        Matrix m{bucket.entries[e].offset,
+                 f.rows,
+                 f.cols,
+                 f.r,
+                 0,
+                 read.tensor(bucket_state_key(bucket.index, entry + "q"), {f.cols, f.r}),
+                 read.tensor(bucket_state_key(bucket.index, entry + "error"), {f.rows, f.cols})};
+        matrices_[std::make_pair(bucket.index, e)] = m;
+      }
+    }
+    read.finish();
+  }
+
  private:
+  // The parameter viewed as a [rows, cols] matrix and the rank r of its factors; r = 0 when it
+  // is all-reduced densely instead (1-D, or the factors would not be smaller than the matrix).
+  struct Factoring {
+    int64_t rows, cols, r;
+  };
+  Factoring factoring(const BucketEntry& entry) const {
+    const Shape& shape = entry.param->shape();
+    int64_t rows = shape.empty() ? 1 : shape[0];
+    int64_t cols = rows ? entry.numel / rows : 0;
+    int64_t r = std::min({rank_, rows, cols});
+    if (shape.size() < 2 || (rows + cols) * r >= rows * cols) r = 0;
+    return {rows, cols, r};
+  }
+
   struct Matrix {
     int64_t offset, rows, cols, r, p_offset = 0;
     Tensor q, error;  // persistent: the warm start and the error feedback

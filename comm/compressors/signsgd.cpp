@@ -61,6 +61,23 @@ class SignSgd : public Compressor {
     });
   }
 
+  StateDict state() const override {
+    StateDict out;
+    for (const auto& [index, residual] : residuals_)
+      out[bucket_state_key(index, "residual")] = residual;
+    return out;
+  }
+
+  void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
+                  ProcessGroup&) override {
+    StateReader read("compressor signsgd", state);
+    for (const auto& bucket : buckets) {
+      std::string key = bucket_state_key(bucket.index, "residual");
+      if (read.has(key)) residuals_[bucket.index] = read.tensor(key, bucket.flat.shape());
+    }
+    read.finish();
+  }
+
  private:
   bool error_feedback_;
   std::map<int, Tensor> residuals_;  // per bucket index: e, what the signs have not sent yet

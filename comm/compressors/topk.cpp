@@ -96,6 +96,29 @@ class TopK : public Compressor {
     });
   }
 
+  StateDict state() const override {
+    StateDict out;
+    for (const auto& [index, st] : states_) {
+      out[bucket_state_key(index, "residual")] = st.residual;
+      out[bucket_state_key(index, "velocity")] = st.velocity;
+      out[bucket_state_key(index, "steps")] = counter_tensor(st.steps);
+    }
+    return out;
+  }
+
+  void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
+                  ProcessGroup&) override {
+    StateReader read("compressor topk", state);
+    for (const auto& bucket : buckets) {
+      if (!read.has(bucket_state_key(bucket.index, "steps"))) continue;
+      State& st = state_for(bucket);
+      read.copy_into(bucket_state_key(bucket.index, "residual"), st.residual);
+      read.copy_into(bucket_state_key(bucket.index, "velocity"), st.velocity);
+      st.steps = read.counter(bucket_state_key(bucket.index, "steps"));
+    }
+    read.finish();
+  }
+
  private:
   struct State {
     Tensor residual, velocity;

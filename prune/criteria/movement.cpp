@@ -38,6 +38,14 @@ class Movement : public Criterion {
     return std::exchange(sums_, {});
   }
 
+  StateDict state() const override { return sums_to_state(sums_); }
+
+  void load_state(const StateDict& state, const NamedParameters& params) override {
+    StateReader read("criterion movement", state);
+    sums_ = sums_from_state(read, params);
+    read.finish();
+  }
+
  private:
   std::vector<Tensor> sums_;  // per parameter: sum over observed steps of -w * g
 };

@@ -40,6 +40,19 @@ class Taylor : public Criterion {
     return scores;  // sums, not means: the scale does not change the ranking
   }
 
+  StateDict state() const override {
+    StateDict out = sums_to_state(sums_);
+    out["observed"] = counter_tensor(observed_);
+    return out;
+  }
+
+  void load_state(const StateDict& state, const NamedParameters& params) override {
+    StateReader read("criterion taylor", state);
+    sums_ = sums_from_state(read, params);
+    observed_ = read.counter("observed");
+    read.finish();
+  }
+
  private:
   std::vector<Tensor> sums_;  // per parameter: sum over observed steps of |g * w|
   int64_t observed_ = 0;

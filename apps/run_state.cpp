@@ -1,0 +1,110 @@
+#include "apps/run_state.h"
+
+#include <cstring>
+
+#include "core/generator.h"
+
+namespace pac {
+
+namespace {
+
+StateDict generator_state() {
+  Generator::State words = default_generator().state();
+  Tensor t = Tensor::empty({4}, DType::i64);
+  std::memcpy(t.raw_data(), words.data(), sizeof(words));
+  return {{"generator", t}};
+}
+
+// A fingerprint of the entries' names, shapes and types: ranks must agree on it before their
+// states can be gathered as one block of bytes.
+uint64_t layout_hash(const StateDict& state) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](const std::string& text) {
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  };
+  for (const auto& [key, t] : state) mix(key + " " + t.str() + ";");
+  return h;
+}
+
+// Every rank's `mine` on rank 0, in one all-gather of the concatenated bytes.
+std::vector<StateDict> gather_to_rank0(comm::ProcessGroup& group, const StateDict& mine) {
+  const int world = group.size();
+  if (world == 1) return {mine};
+  PAC_CHECK(all_ranks_equal(group, layout_hash(mine)),
+            "checkpoint: the ranks' compressor states differ in layout; they cannot be saved "
+            "together");
+  int64_t bytes = 0;
+  for (const auto& [key, t] : mine) bytes += static_cast<int64_t>(t.nbytes());
+  Tensor packed = Tensor::empty({bytes}, DType::u8);
+  int64_t at = 0;
+  for (const auto& [key, t] : mine) {
+    std::memcpy(packed.data<uint8_t>() + at, t.raw_data(), t.nbytes());
+    at += static_cast<int64_t>(t.nbytes());
+  }
+  Tensor all = Tensor::empty({bytes * world}, DType::u8);
+  group.all_gather(packed, all)->wait();
+  if (group.rank() != 0) return {};
+  std::vector<StateDict> out(world);
+  for (int r = 0; r < world; ++r) {
+    const uint8_t* src = all.data<uint8_t>() + r * bytes;
+    for (const auto& [key, t] : mine) {
+      Tensor copy = Tensor::empty(t.shape(), t.dtype());
+      std::memcpy(copy.raw_data(), src, copy.nbytes());
+      src += copy.nbytes();
+      out[r][key] = copy;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
+                           const std::string& compressor, prune::Pruner* pruner) {
+  RunState state;
+  StateDict mine = generator_state();
+  if (reducer) {
+    state.compressor = compressor;
+    add_prefixed(mine, "compressor.", reducer->compressor().state());
+  }
+  if (pruner) {
+    state.prune = pruner->options().criterion;
+    state.pruner = pruner->state();
+  }
+  state.ranks = gather_to_rank0(group, mine);
+  return state;
+}
+
+void restore_run_state(const RunState& state, const std::string& path, comm::ProcessGroup& group,
+                       comm::Reducer* reducer, const std::string& compressor,
+                       prune::Pruner* pruner) {
+  // A single process without compression has no reducer: that is dense too.
+  auto or_dense = [](const std::string& name) { return name.empty() ? "dense" : name; };
+  PAC_CHECK(or_dense(state.compressor) == or_dense(reducer ? compressor : ""),
+            "{}: checkpoint was trained with --compress {}, this run uses {}; its compressor "
+            "state would not carry over",
+            path, or_dense(state.compressor), or_dense(reducer ? compressor : ""));
+  const std::string prune = pruner ? pruner->options().criterion : "";
+  PAC_CHECK(state.prune == prune,
+            "{}: checkpoint was trained with {}, this run with {}; the pruning state would not "
+            "carry over",
+            path, state.prune.empty() ? "no --prune" : "--prune " + state.prune,
+            prune.empty() ? "no --prune" : "--prune " + prune);
+  PAC_CHECK(static_cast<int>(state.ranks.size()) == group.size(),
+            "{}: checkpoint holds the state of {} ranks, this run has {}", path, state.ranks.size(),
+            group.size());
+  if (pruner) pruner->load_state(state.pruner);
+  StateReader read(path + ": rank " + std::to_string(group.rank()),
+                   state.ranks[static_cast<size_t>(group.rank())]);
+  StateDict compressor_state = read.section("compressor.");
+  if (reducer) {
+    reducer->compressor().load_state(compressor_state, reducer->buckets(), group);
+  }
+  Tensor words = read.tensor("generator", {4}, DType::i64);
+  Generator::State generator;
+  std::memcpy(generator.data(), words.raw_data(), sizeof(generator));
+  default_generator().set_state(generator);
+  read.finish();
+}
+
+}  // namespace pac

@@ -1,0 +1,37 @@
+// RunState: what a resumed run needs besides the weights, masks, buffers and optimizer state to
+// continue bit-identically. Two kinds:
+//   shared   the pruner's (criterion sums, imp's rewind weights, event count); rank 0's copy
+//            stands for all, since only rank 0 scores;
+//   per rank the compressor's (error-feedback residuals, PowerSGD factors, step counters) and
+//            the random generator's, which differ between ranks. They are gathered to rank 0,
+//            which writes the one checkpoint file, and each rank takes its own back on resume.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "comm/reducer.h"
+#include "core/state_dict.h"
+#include "prune/pruner.h"
+
+namespace pac {
+
+struct RunState {
+  std::string compressor;  // the --compress name ("" when the run had no reducer)
+  std::string prune;       // the --prune criterion ("" without pruning)
+  StateDict pruner;
+  std::vector<StateDict> ranks;  // per rank: "compressor.<key>" and "generator"
+};
+
+// Every rank calls this at the same step; rank 0 gets every rank's state in `ranks`, the others
+// an empty list. `reducer` and `pruner` may be null.
+RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
+                           const std::string& compressor, prune::Pruner* pruner);
+
+// Puts this rank's share of `state` back. Refuses a state from another compressor, criterion or
+// world size. `path` names the checkpoint in errors.
+void restore_run_state(const RunState& state, const std::string& path, comm::ProcessGroup& group,
+                       comm::Reducer* reducer, const std::string& compressor,
+                       prune::Pruner* pruner);
+
+}  // namespace pac
