@@ -1,8 +1,10 @@
 #include "apps/safetensors.h"
 
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -50,6 +52,26 @@ DType parse_dtype(const std::string& name, const std::string& path, const std::s
 }
 
 }  // namespace
+
+// A writer killed in the middle of a file leaves its "<path>.tmp.<pid>" behind. After a successful
+// save, those whose process no longer exists are removed; a live writer's are left alone.
+static void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (::kill(pid, 0) == -1 && errno == ESRCH) fs::remove(entry.path(), ec);
+  }
+}
 
 void save_safetensors(const std::string& path, const TensorFile& file) {
   nlohmann::json header = nlohmann::json::object();
@@ -102,6 +124,7 @@ void save_safetensors(const std::string& path, const TensorFile& file) {
     std::filesystem::remove(tmp);
     PAC_FAIL("{}: cannot replace with the new file: {}", path, ec.message());
   }
+  remove_stale_temporaries(path);
 }
 
 TensorFile load_safetensors(const std::string& path) {
