@@ -44,6 +44,24 @@ models::ModelConfig model_config_from_json(const std::string& text, const std::s
     c.heads = j.at("heads").get<int64_t>();
     c.mlp_dim = j.at("mlp_dim").get<int64_t>();
     c.dropout = j.at("dropout").get<float>();
+    // `pactrain eval` builds the model from these numbers: a damaged or crafted file must not
+    // make it allocate without bound.
+    auto within = [&](const char* key, int64_t value, int64_t low, int64_t high) {
+      PAC_CHECK(value >= low && value <= high,
+                "{}: the model configuration has {} = {}, expected {} to {}", path, key, value, low,
+                high);
+    };
+    within("in_channels", c.in_channels, 1, 1024);
+    within("num_classes", c.num_classes, 1, 1 << 20);
+    within("image_size", c.image_size, 1, 4096);
+    within("patch", c.patch, 1, 4096);
+    within("dim", c.dim, 0, 1 << 16);
+    within("depth", c.depth, 0, 1024);
+    within("heads", c.heads, 0, 1024);
+    within("mlp_dim", c.mlp_dim, 0, 1 << 18);
+    PAC_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f,
+              "{}: the model configuration has dropout = {}, expected at least 0 and below 1", path,
+              c.dropout);
     return c;
   } catch (const nlohmann::json::exception& e) {
     PAC_FAIL("{}: the model configuration in the metadata is malformed: {}", path, e.what());
@@ -104,7 +122,12 @@ models::ModelConfig read_checkpoint_config(const std::string& path) {
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelConfig& expected,
                                  nn::Module& model, optim::Optimizer* optimizer) {
-  TensorFile file = load_safetensors(path);
+  return load_checkpoint(load_safetensors(path), path, expected, model, optimizer);
+}
+
+LoadedCheckpoint load_checkpoint(TensorFile file, const std::string& path,
+                                 const models::ModelConfig& expected, nn::Module& model,
+                                 optim::Optimizer* optimizer) {
   require_format(file, path);
   LoadedCheckpoint out;
   out.config = model_config_from_json(require_metadata(file, "model", path), path);

@@ -10,6 +10,7 @@
 
 #include "apps/models/registry.h"
 #include "apps/run_state.h"
+#include "apps/safetensors.h"
 #include "optim/optimizer.h"
 
 namespace pac {
@@ -41,5 +42,9 @@ models::ModelConfig read_checkpoint_config(const std::string& path);
 // configuration than `expected`.
 LoadedCheckpoint load_checkpoint(const std::string& path, const models::ModelConfig& expected,
                                  nn::Module& model, optim::Optimizer* optimizer);
+// The same from a file already read (`path` names it in errors).
+LoadedCheckpoint load_checkpoint(TensorFile file, const std::string& path,
+                                 const models::ModelConfig& expected, nn::Module& model,
+                                 optim::Optimizer* optimizer);
 
 }  // namespace pac

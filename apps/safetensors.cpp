@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/faults.h"
+#include "apps/file_io.h"
 
 namespace pac {
 
@@ -78,7 +80,7 @@ void save_safetensors(const std::string& path, const TensorFile& file) {
   // A CRC-32 of the data section, so a damaged file is refused on load instead of read as weights.
   uLong crc = crc32(0L, Z_NULL, 0);
   for (const auto& [name, t] : file.tensors)
-    crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), static_cast<uInt>(t.nbytes()));
+    crc = crc32_z(crc, static_cast<const Bytef*>(t.raw_data()), t.nbytes());
   std::map<std::string, std::string> metadata = file.metadata;
   metadata[kChecksumKey] = fmt::format("{:08x}", static_cast<uint32_t>(crc));
   header["__metadata__"] = metadata;
@@ -128,35 +130,36 @@ void save_safetensors(const std::string& path, const TensorFile& file) {
 }
 
 TensorFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  PAC_CHECK(in.good(), "{}: cannot open checkpoint", path);
-  uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+  // A checkpoint of up to 64 GiB; the header alone is capped at 100 MiB below.
+  std::vector<uint8_t> bytes = read_file_bytes(path, uint64_t{1} << 36);
+  return parse_safetensors(bytes.data(), bytes.size(), path);
+}
+
+TensorFile parse_safetensors(const uint8_t* bytes, size_t file_size, const std::string& path) {
   PAC_CHECK(file_size >= 8,
-            "{}: {} bytes is too short for a safetensors file (8-byte header "
-            "length expected)",
+            "{}: {} bytes is too short for a safetensors file (8-byte header length expected)",
             path, file_size);
-  unsigned char le[8];
-  in.read(reinterpret_cast<char*>(le), 8);
   uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(le[i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(bytes[i]) << (8 * i);
   PAC_CHECK(length <= file_size - 8 && length <= (uint64_t{100} << 20),
             "{}: header length {} at offset 0 does not fit in the {}-byte file", path, length,
             file_size);
-  std::string text(length, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(length));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + length);
   } catch (const nlohmann::json::exception& e) {
     PAC_FAIL("{}: header at offset 8 is not valid JSON: {}", path, e.what());
   }
   PAC_CHECK(header.is_object(), "{}: header must be a JSON object", path);
 
   TensorFile out;
-  std::map<uint64_t, Tensor> by_offset;  // for the checksum, in file order
-  uint64_t data_start = 8 + length, data_size = file_size - data_start;
-  uint64_t covered = 0;
+  struct Extent {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Extent> extents;
+  const uint8_t* data = bytes + 8 + length;
+  const uint64_t data_size = file_size - 8 - length;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       PAC_CHECK(entry.is_object(), "{}: __metadata__ must be an object of strings", path);
@@ -167,40 +170,62 @@ TensorFile load_safetensors(const std::string& path) {
       continue;
     }
     try {
+      PAC_CHECK(entry.is_object(),
+                "{}: tensor '{}' must be an object with dtype, shape and "
+                "data_offsets",
+                path, name);
       DType dtype = parse_dtype(entry.at("dtype").get<std::string>(), path, name);
-      Shape shape = entry.at("shape").get<Shape>();
+      PAC_CHECK(entry.at("shape").is_array() && entry.at("shape").size() <= 8,
+                "{}: tensor '{}' needs a shape of at most 8 dimensions", path, name);
+      Shape shape;
+      for (const auto& d : entry.at("shape")) {
+        PAC_CHECK(d.is_number_integer(), "{}: tensor '{}' has a dimension that is not an integer",
+                  path, name);
+        shape.push_back(d.get<int64_t>());
+      }
       auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      for (int64_t d : shape)
-        PAC_CHECK(d >= 0, "{}: tensor '{}' has a negative dimension", path, name);
       PAC_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
                 "{}: tensor '{}' has data offsets outside the {} data bytes", path, name,
                 data_size);
-      uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+      // The byte count, with every product checked for overflow (a wrapped count could match
+      // the offsets and allocate too little).
+      uint64_t expected = dtype_size(dtype);
+      for (int64_t d : shape) {
+        PAC_CHECK(d >= 0, "{}: tensor '{}' has a negative dimension", path, name);
+        PAC_CHECK(
+            d == 0 || static_cast<uint64_t>(d) <= UINT64_MAX / std::max<uint64_t>(expected, 1),
+            "{}: tensor '{}' has shape {}, too large for any file", path, name, shape_str(shape));
+        expected *= static_cast<uint64_t>(d);
+      }
       PAC_CHECK(offsets[1] - offsets[0] == expected,
                 "{}: tensor '{}' of shape {} needs {} bytes, its offsets span {}", path, name,
                 shape_str(shape), expected, offsets[1] - offsets[0]);
       Tensor t = Tensor::empty(shape, dtype);
-      in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
-      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(expected));
-      PAC_CHECK(in.good(), "{}: could not read tensor '{}' at offset {}", path, name,
-                data_start + offsets[0]);
-      covered += expected;
+      std::memcpy(t.raw_data(), data + offsets[0], expected);
       out.tensors[name] = t;
-      by_offset[offsets[0]] = t;
+      extents.push_back({offsets[0], offsets[1], name});
     } catch (const nlohmann::json::exception& e) {
       PAC_FAIL("{}: tensor '{}' has a malformed header entry: {}", path, name, e.what());
     }
   }
-  PAC_CHECK(covered == data_size,
-            "{}: tensors cover {} of the {} data bytes (overlapping or "
-            "trailing data)",
-            path, covered, data_size);
+  // The tensors must tile the data section exactly: no gap, no overlap, nothing after.
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  for (const auto& e : extents) {
+    PAC_CHECK(e.begin == at,
+              "{}: tensor '{}' starts at data byte {}, expected {} (overlapping tensors or a gap)",
+              path, e.name, e.begin, at);
+    at = e.end;
+  }
+  PAC_CHECK(at == data_size,
+            "{}: tensors cover {} of the {} data bytes (overlapping or trailing data)", path, at,
+            data_size);
   auto stored = out.metadata.find(kChecksumKey);
   if (stored != out.metadata.end()) {  // files from other tools have none
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (const auto& [offset, t] : by_offset)
-      crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), static_cast<uInt>(t.nbytes()));
-    std::string actual = fmt::format("{:08x}", static_cast<uint32_t>(crc));
+    std::string actual = fmt::format(
+        "{:08x}", static_cast<uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), data, data_size)));
     PAC_CHECK(actual == stored->second,
               "{}: the data section's CRC-32 is {}, the header says {}: the file is damaged", path,
               actual, stored->second);

@@ -19,5 +19,7 @@ struct TensorFile {
 
 void save_safetensors(const std::string& path, const TensorFile& file);
 TensorFile load_safetensors(const std::string& path);
+// The same from the file's bytes; `name` is used in errors.
+TensorFile parse_safetensors(const uint8_t* bytes, size_t size, const std::string& name);
 
 }  // namespace pac

@@ -87,11 +87,11 @@ Pruner::Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGro
     PAC_CHECK(matched, "--prune-exclude '{}' matches no parameter of {}", pattern,
               model.describe());
   }
-  for (const auto& [name, p] : named) {
+  for (const auto& np : named) {
     bool excluded = std::any_of(options.exclude.begin(), options.exclude.end(),
-                                [&](const std::string& pat) { return glob_match(pat, name); });
+                                [&](const std::string& pat) { return glob_match(pat, np.first); });
     // Biases and norm parameters (1-D) are never pruned: they are few and pruning them hurts.
-    if (p->shape().size() >= 2 && !excluded) prunable_.emplace_back(name, p);
+    if (np.second->shape().size() >= 2 && !excluded) prunable_.push_back(np);
   }
   PAC_CHECK(!prunable_.empty(), "--prune: {} has no prunable weights left after --prune-exclude",
             model.describe());

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages pactrain needs to build and test. Idempotent: silent when all are
-# present, and runs `apt-get update` only when something must be installed.
+# present, and runs `apt-get update` only when something must be installed. Extra package names
+# given as arguments are installed too (scripts/fuzz.sh adds clang's).
 set -euo pipefail
 
 packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev zlib1g-dev libcli11-dev
-  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
+  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin "$@")
 
 missing=()
 for p in "${packages[@]}"; do

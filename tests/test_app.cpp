@@ -164,6 +164,18 @@ TEST_CASE("a checkpoint resumes only with the compressor and criterion it was tr
   fs::remove(path);
 }
 
+TEST_CASE("a model configuration out of range is refused before the model is built") {
+  std::string path = temp_path("huge-model.safetensors");
+  models::ModelConfig config{"vit", 1, 10, 28};
+  config.depth = 1000000000;
+  TensorFile file;
+  file.metadata = {{"format", "pactrain-checkpoint-2"}, {"model", model_config_json(config)}};
+  save_safetensors(path, file);
+  CHECK_THROWS_WITH_AS(read_checkpoint_config(path),
+                       doctest::Contains("has depth = 1000000000, expected 0 to 1024"), Error);
+  fs::remove(path);
+}
+
 TEST_CASE("a resumed run continues bit-identically") {
   TrainOptions o;
   o.model = {"resnet20", 0, 0, 0};
@@ -245,6 +257,19 @@ TEST_CASE("corrupt safetensors files are refused with the problem named") {
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("dtype 'Q4'"), Error);
   write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 12);
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("trailing data"), Error);
+  // A shape whose element count overflows 64 bits must not wrap to a size that matches.
+  write_raw(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("too large for any file"), Error);
+  // Two tensors on the same bytes, with the count of bytes still matching the data section.
+  write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+            16);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("overlapping tensors or a gap"),
+                       Error);
+  write_raw(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("not an integer"), Error);
+  write_raw(R"({"a":[1,2]})", 0);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("must be an object"), Error);
   write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
   CHECK_NOTHROW(load_safetensors(path));
   CHECK_THROWS_WITH_AS(read_checkpoint_config(path), doctest::Contains("not a pactrain checkpoint"),

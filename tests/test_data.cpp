@@ -98,6 +98,41 @@ TEST_CASE("malformed IDX files are reported with the file and what was wrong") {
   CHECK_THROWS_WITH_AS(data::read_idx(dir / "missing"), doctest::Contains("cannot open"), Error);
 }
 
+TEST_CASE("IDX sizes are checked before allocation; broken gzip data is named") {
+  // 4 dimensions of 2^31 - 1 each: the element count must not overflow, nor be allocated.
+  std::vector<uint8_t> huge = {0, 0, 8, 4};
+  for (int d = 0; d < 4; ++d) {
+    for (uint8_t b : {0x7f, 0xff, 0xff, 0xff}) huge.push_back(b);
+  }
+  CHECK_THROWS_WITH_AS(data::decode_idx(huge, "huge"), doctest::Contains("implausibly large"),
+                       Error);
+  // A header that promises 2^30 elements with 3 present: refused from the sizes alone.
+  std::vector<uint8_t> promise = {0, 0, 8, 1, 0x40, 0, 0, 0, 1, 2, 3};
+  CHECK_THROWS_WITH_AS(data::decode_idx(promise, "promise"),
+                       doctest::Contains("file ends at byte 11 while reading the elements"), Error);
+
+  TempDir dir;
+  std::string path = dir / "images.gz";
+  write(path, idx_bytes({3, 4, 4}), true);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(data::decode_idx(gz, "whole").shape() == Shape{3, 4, 4});
+  std::vector<uint8_t> truncated(gz.begin(), gz.end() - 12);
+  CHECK_THROWS_WITH_AS(data::decode_idx(truncated, "cut"),
+                       doctest::Contains("cut: the gzip data ends early"), Error);
+  std::vector<uint8_t> trailing = gz;
+  for (char c : {'x', 'y', 'z'}) trailing.push_back(static_cast<uint8_t>(c));
+  CHECK_THROWS_WITH_AS(data::decode_idx(trailing, "tail"),
+                       doctest::Contains("3 bytes of something else follow the gzip data"), Error);
+  std::vector<uint8_t> corrupt = gz;
+  corrupt[12] ^= 0xff;
+  CHECK_THROWS_AS(data::decode_idx(corrupt, "corrupt"), Error);
+  std::vector<uint8_t> two_members = gz;  // gzip allows concatenated members
+  two_members.insert(two_members.end(), gz.begin(), gz.end());
+  CHECK_THROWS_WITH_AS(data::decode_idx(two_members, "two"),
+                       doctest::Contains("data continues past the 64 bytes"), Error);
+}
+
 TEST_CASE("image and label files that disagree are refused") {
   TempDir dir;
   write(dir / "train-images-idx3-ubyte", idx_bytes({5, 4, 4}));

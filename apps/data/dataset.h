@@ -26,6 +26,9 @@ struct Dataset {
 Dataset load_mnist_like(const std::string& name, const std::string& dir, bool train);
 // CIFAR-10 binary version: data_batch_1..5.bin (train) or test_batch.bin.
 Dataset load_cifar10(const std::string& dir, bool train);
+// The same from the files' bytes (`names` for errors): whole 3073-byte records, labels 0 to 9.
+Dataset decode_cifar10(const std::vector<std::string>& names,
+                       const std::vector<std::vector<uint8_t>>& contents);
 // Random images with a per-class pattern (learnable, for throughput runs and tests).
 Dataset make_synthetic(int64_t size, int64_t channels, int64_t image_size, int64_t num_classes,
                        uint64_t seed);

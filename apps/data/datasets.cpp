@@ -3,6 +3,7 @@
 
 #include "apps/data/dataset.h"
 #include "apps/data/idx.h"
+#include "apps/file_io.h"
 #include "core/generator.h"
 
 namespace pac::data {
@@ -50,28 +51,43 @@ Dataset load_mnist_like(const std::string& name, const std::string& dir, bool tr
 }
 
 Dataset load_cifar10(const std::string& dir, bool train) {
-  std::vector<std::string> files;
+  std::vector<std::string> names;
   if (train) {
-    for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + std::to_string(i) + ".bin");
+    for (int i = 1; i <= 5; ++i) names.push_back("data_batch_" + std::to_string(i) + ".bin");
   } else {
-    files.push_back("test_batch.bin");
+    names.push_back("test_batch.bin");
   }
-  constexpr int64_t record = 1 + 3 * 32 * 32;
-  std::vector<std::vector<char>> contents;
-  int64_t total = 0;
-  for (const auto& f : files) {
-    fs::path path = fs::path(dir) / f;
+  std::vector<std::string> paths;
+  std::vector<std::vector<uint8_t>> contents;
+  for (const auto& name : names) {
+    fs::path path = fs::path(dir) / name;
     PAC_CHECK(fs::exists(path),
               "cifar10: no {} in '{}' (set --data-dir to the folder of the "
               "CIFAR-10 binary version)",
-              f, dir);
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+              name, dir);
+    paths.push_back(path.string());
+    contents.push_back(read_file_bytes(path.string(), uint64_t{1} << 32));
+  }
+  return decode_cifar10(paths, contents);
+}
+
+Dataset decode_cifar10(const std::vector<std::string>& names,
+                       const std::vector<std::vector<uint8_t>>& contents) {
+  constexpr int64_t record = 1 + 3 * 32 * 32;
+  PAC_CHECK(names.size() == contents.size(), "cifar10: {} names for {} files", names.size(),
+            contents.size());
+  int64_t total = 0;
+  for (size_t f = 0; f < contents.size(); ++f) {
+    const auto& bytes = contents[f];
     PAC_CHECK(!bytes.empty() && bytes.size() % record == 0,
-              "{}: size {} bytes is not a whole number of {}-byte records", path.string(),
-              bytes.size(), record);
+              "{}: size {} bytes is not a whole number of {}-byte records (1 label byte, then "
+              "3x32x32 pixels)",
+              names[f], bytes.size(), record);
+    for (size_t at = 0; at < bytes.size(); at += record) {
+      PAC_CHECK(bytes[at] < 10, "{}: record {} has label {}, expected 0 to 9 (byte {})", names[f],
+                at / record, bytes[at], at);
+    }
     total += static_cast<int64_t>(bytes.size()) / record;
-    contents.push_back(std::move(bytes));
   }
   Dataset d;
   d.name = "cifar10";
@@ -81,15 +97,11 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   d.mean = {0.4914f, 0.4822f, 0.4465f};
   d.std = {0.2470f, 0.2435f, 0.2616f};
   int64_t n = 0;
-  for (size_t f = 0; f < contents.size(); ++f) {
-    const auto& bytes = contents[f];
+  for (const auto& bytes : contents) {
     for (size_t at = 0; at < bytes.size(); at += record, ++n) {
-      auto label = static_cast<unsigned char>(bytes[at]);
-      PAC_CHECK(label < 10, "{}: record {} has label {}, expected 0 to 9", files[f], at / record,
-                label);
-      d.labels.data<int64_t>()[n] = label;
+      d.labels.data<int64_t>()[n] = bytes[at];
       std::copy(bytes.begin() + at + 1, bytes.begin() + at + record,
-                reinterpret_cast<char*>(d.images.data<uint8_t>()) + n * (record - 1));
+                d.images.data<uint8_t>() + n * (record - 1));
     }
   }
   return d;

@@ -1,0 +1,104 @@
+// Writes the fuzz targets' seed corpus: small valid inputs that the fuzzer mutates from.
+//   pactrain-fuzz-seeds FOLDER   writes FOLDER/idx/*, FOLDER/cifar/*, FOLDER/checkpoint/*
+// The committed fuzz/corpus/ was made by it; inputs that once made a target fail are added there
+// by hand, named after what they found.
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "apps/checkpoint.h"
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "fuzz/model.h"
+#include "optim/sgd.h"
+
+using namespace pac;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  PAC_CHECK(out.good(), "{}: cannot write", path.string());
+}
+
+std::vector<uint8_t> idx(const std::vector<uint32_t>& shape) {
+  std::vector<uint8_t> bytes{0, 0, 0x08, static_cast<uint8_t>(shape.size())};
+  size_t n = 1;
+  for (uint32_t d : shape) {
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<uint8_t>(d >> s));
+    n *= d;
+  }
+  for (size_t i = 0; i < n; ++i) bytes.push_back(static_cast<uint8_t>(i * 37));
+  return bytes;
+}
+
+std::vector<uint8_t> gzip(const std::vector<uint8_t>& in) {
+  z_stream z{};
+  PAC_CHECK(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK, "zlib");
+  std::vector<uint8_t> out(deflateBound(&z, in.size()));
+  z.next_in = const_cast<Bytef*>(in.data());
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  PAC_CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END, "zlib");
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s FOLDER\n", argv[0]);
+    return 2;
+  }
+  fs::path root = argv[1];
+  for (const char* target : {"idx", "cifar", "checkpoint"}) fs::create_directories(root / target);
+
+  write(root / "idx" / "images-2x3x3", idx({2, 3, 3}));
+  write(root / "idx" / "labels-4", idx({4}));
+  write(root / "idx" / "images-2x3x3.gz", gzip(idx({2, 3, 3})));
+
+  std::vector<uint8_t> cifar(2 * 3073);
+  for (size_t i = 0; i < cifar.size(); ++i) cifar[i] = static_cast<uint8_t>(i * 13);
+  cifar[0] = 3;
+  cifar[3073] = 9;
+  write(root / "cifar" / "two-records.bin", cifar);
+
+  // A checkpoint after one step of a pruned run: weights, a mask, momentum, a pruner and one
+  // rank's compressor state.
+  default_generator().manual_seed(1);
+  models::ModelConfig config = fuzz::model_config();
+  nn::ModulePtr model = models::make_model(config);
+  optim::Sgd sgd(model->named_parameters(), {0.1f, 0.9f});
+  auto named = model->named_parameters();
+  for (auto& [name, p] : named) {
+    if (p->shape().size() < 2) continue;
+    Tensor mask = Tensor::full(p->shape(), 1.0f).to(DType::u8);
+    mask.data<uint8_t>()[0] = 0;
+    p->set_mask(mask);
+    break;
+  }
+  Tensor x = Generator(2).randn({2, 1, 8, 8});
+  Tensor y = Tensor::from_indices({0, 2}, {2});
+  cross_entropy((*model)(x), y).backward();
+  sgd.step();
+  RunState run;
+  run.compressor = "topk";
+  run.prune = "taylor";
+  run.pruner = {{"events", counter_tensor(1)}, {"criterion.observed", counter_tensor(1)}};
+  run.ranks = {{{"generator", Tensor::from_indices({1, 2, 3, 4}, {4})},
+                {"compressor.bucket0.steps", counter_tensor(1)},
+                {"compressor.bucket0.residual", Tensor::zeros({4})}}};
+  save_checkpoint((root / "checkpoint" / "pruned-step1.safetensors").string(), config, *model, &sgd,
+                  {1, 0, 1, 1}, "sgd", run);
+  std::printf("seeds written under %s\n", root.string().c_str());
+  return 0;
+}
