@@ -32,36 +32,35 @@ std::string model_config_json(const models::ModelConfig& c) {
 models::ModelConfig model_config_from_json(const std::string& text, const std::string& path) {
   try {
     auto j = nlohmann::json::parse(text);
+    // Numbers are checked for their kind before they are converted: converting 1e30 to an
+    // integer is undefined. `pactrain eval` builds the model from these numbers, so a damaged or
+    // crafted file must not make it allocate without bound either.
+    auto integer = [&](const char* key, int64_t low, int64_t high) {
+      const auto& v = j.at(key);
+      PAC_CHECK(v.is_number_integer(), "{}: the model configuration's {} is not an integer", path,
+                key);
+      int64_t value = v.get<int64_t>();
+      PAC_CHECK(value >= low && value <= high && !(v.is_number_unsigned() && value < 0),
+                "{}: the model configuration has {} = {}, expected {} to {}", path, key, v.dump(),
+                low, high);
+      return value;
+    };
     models::ModelConfig c;
     c.name = j.at("name").get<std::string>();
-    c.in_channels = j.at("in_channels").get<int64_t>();
-    c.num_classes = j.at("num_classes").get<int64_t>();
-    c.image_size = j.at("image_size").get<int64_t>();
+    c.in_channels = integer("in_channels", 1, 1024);
+    c.num_classes = integer("num_classes", 1, 1 << 20);
+    c.image_size = integer("image_size", 1, 4096);
     c.small_input = j.at("small_input").get<bool>();
-    c.patch = j.at("patch").get<int64_t>();
-    c.dim = j.at("dim").get<int64_t>();
-    c.depth = j.at("depth").get<int64_t>();
-    c.heads = j.at("heads").get<int64_t>();
-    c.mlp_dim = j.at("mlp_dim").get<int64_t>();
-    c.dropout = j.at("dropout").get<float>();
-    // `pactrain eval` builds the model from these numbers: a damaged or crafted file must not
-    // make it allocate without bound.
-    auto within = [&](const char* key, int64_t value, int64_t low, int64_t high) {
-      PAC_CHECK(value >= low && value <= high,
-                "{}: the model configuration has {} = {}, expected {} to {}", path, key, value, low,
-                high);
-    };
-    within("in_channels", c.in_channels, 1, 1024);
-    within("num_classes", c.num_classes, 1, 1 << 20);
-    within("image_size", c.image_size, 1, 4096);
-    within("patch", c.patch, 1, 4096);
-    within("dim", c.dim, 0, 1 << 16);
-    within("depth", c.depth, 0, 1024);
-    within("heads", c.heads, 0, 1024);
-    within("mlp_dim", c.mlp_dim, 0, 1 << 18);
-    PAC_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f,
+    c.patch = integer("patch", 1, 4096);
+    c.dim = integer("dim", 0, 1 << 16);
+    c.depth = integer("depth", 0, 1024);
+    c.heads = integer("heads", 0, 1024);
+    c.mlp_dim = integer("mlp_dim", 0, 1 << 18);
+    const auto& dropout = j.at("dropout");
+    PAC_CHECK(dropout.is_number() && dropout.get<double>() >= 0.0 && dropout.get<double>() < 1.0,
               "{}: the model configuration has dropout = {}, expected at least 0 and below 1", path,
-              c.dropout);
+              dropout.dump());
+    c.dropout = static_cast<float>(dropout.get<double>());
     return c;
   } catch (const nlohmann::json::exception& e) {
     PAC_FAIL("{}: the model configuration in the metadata is malformed: {}", path, e.what());

@@ -183,7 +183,14 @@ TensorFile parse_safetensors(const uint8_t* bytes, size_t file_size, const std::
                   path, name);
         shape.push_back(d.get<int64_t>());
       }
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      // Read as integers only: converting a number like 1e24 to an integer is undefined.
+      std::vector<uint64_t> offsets;
+      for (const auto& o : entry.at("data_offsets")) {
+        PAC_CHECK(o.is_number_unsigned(),
+                  "{}: tensor '{}' has a data offset that is not a non-negative integer", path,
+                  name);
+        offsets.push_back(o.get<uint64_t>());
+      }
       PAC_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
                 "{}: tensor '{}' has data offsets outside the {} data bytes", path, name,
                 data_size);

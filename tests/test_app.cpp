@@ -173,6 +173,12 @@ TEST_CASE("a model configuration out of range is refused before the model is bui
   save_safetensors(path, file);
   CHECK_THROWS_WITH_AS(read_checkpoint_config(path),
                        doctest::Contains("has depth = 1000000000, expected 0 to 1024"), Error);
+  std::string json = model_config_json(models::ModelConfig{"vit", 1, 10, 28});
+  json.replace(json.find("\"depth\":0"), 9, "\"depth\":1e30");
+  file.metadata["model"] = json;
+  save_safetensors(path, file);
+  CHECK_THROWS_WITH_AS(read_checkpoint_config(path), doctest::Contains("depth is not an integer"),
+                       Error);
   fs::remove(path);
 }
 
@@ -268,6 +274,10 @@ TEST_CASE("corrupt safetensors files are refused with the problem named") {
                        Error);
   write_raw(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8);
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("not an integer"), Error);
+  // Found by the checkpoint fuzzer: a float offset must be refused, not converted.
+  write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,1e24]}})", 8);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("not a non-negative integer"),
+                       Error);
   write_raw(R"({"a":[1,2]})", 0);
   CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("must be an object"), Error);
   write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The testbed's set-up and tear-down (scripts/testbed): a namespace is created and shaped, the
+# command runs inside it, and every namespace is removed afterwards: on success, when the command
+# fails, when the testbed is interrupted, and in hosts mode, where mpirun reaches each rank's
+# namespace through the rsh agent. Exits 77 (skipped) where network namespaces cannot be made.
+# Usage: tests/testbed_test.sh [BUILD_DIR]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+testbed="$root/scripts/testbed"
+if [ "$(id -u)" -ne 0 ] || ! ip netns add pactrain-tb-probe 2>/dev/null; then
+  echo "skipped: network namespaces need root and CAP_NET_ADMIN here"
+  exit 77
+fi
+ip netns del pactrain-tb-probe
+failures=0
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+ours() { ip netns list | grep -c '^pactrain-tb' || true; }
+check() {  # check NAME CONDITION...
+  local name="$1"
+  shift
+  if "$@"; then
+    echo "ok: $name"
+  else
+    echo "FAILED: $name"
+    sed 's/^/    /' "$out" | tail -15
+    failures=$((failures + 1))
+  fi
+}
+before=$(ours)
+
+"$testbed" --rate 100mbit -- sh -c 'tc qdisc show dev lo; ip netns identify; echo "rate=$TESTBED_RATE"' >"$out" 2>&1
+status=$?
+check "shared: the command ran, in a namespace of its own" grep -q '^pactrain-tb[0-9]*$' "$out"
+check "shared: loopback shaped by tbf at 100 Mbit/s" grep -q 'tbf .*rate 100Mbit' "$out"
+check "shared: exit status 0 and TESTBED_RATE set" bash -c "[ $status -eq 0 ] && grep -q rate=100mbit '$out'"
+check "shared: namespace removed" [ "$(ours)" -eq "$before" ]
+
+"$testbed" --rate unlimited -- sh -c 'tc qdisc show dev lo | grep -q tbf && exit 9; exit 3' >"$out" 2>&1
+status=$?
+check "a failing command: its status (3) comes back, unshaped when unlimited" [ "$status" -eq 3 ]
+check "a failing command: namespace removed" [ "$(ours)" -eq "$before" ]
+
+# Ctrl-C and kill: with job control on, the background testbed does not ignore SIGINT.
+set -m
+for signal in INT TERM; do
+  "$testbed" --rate 1gbit -- sleep 60 >"$out" 2>&1 &
+  job=$!
+  for _ in $(seq 100); do [ "$(ours)" -gt "$before" ] && break; sleep 0.05; done
+  sleep 0.3
+  kill -"$signal" "$job"
+  start=$(date +%s)
+  wait "$job"
+  status=$?
+  expected=$([ "$signal" = INT ] && echo 130 || echo 143)
+  check "SIG$signal: exits at once with $expected" \
+    bash -c "[ $status -eq $expected ] && [ $(($(date +%s) - start)) -lt 10 ]"
+  check "SIG$signal: namespace removed, its processes gone" \
+    bash -c "[ $(ours) -eq $before ] && ! pgrep -f '^sleep 60$' >/dev/null"
+done
+set +m
+
+"$testbed" --rate bogus -- true >"$out" 2>&1
+status=$?
+check "a bad --rate is refused with a message, nothing created" \
+  bash -c "[ $status -eq 2 ] && grep -q 'rate must be like' '$out' && [ $(ours) -eq $before ]"
+
+"$testbed" --mode hosts --ranks 2 --rate 500mbit -- sh -c \
+  'mpiexec --hostfile "$TESTBED_HOSTFILE" --mca plm_rsh_agent "$TESTBED_RSH" -n 2 \
+     sh -c "ip -brief addr show eth0; tc qdisc show dev eth0"' >"$out" 2>&1
+status=$?
+check "hosts: mpirun reached both hosts through the rsh agent" \
+  bash -c "[ $status -eq 0 ] && grep -q 10.77.0.1/24 '$out' && grep -q 10.77.0.2/24 '$out'"
+check "hosts: each host's link shaped at 500 Mbit/s" \
+  bash -c "[ \$(grep -c 'tbf .*rate 500Mbit' '$out') -eq 2 ]"
+check "hosts: every namespace removed" [ "$(ours)" -eq "$before" ]
+exit $((failures > 0))
