@@ -1,8 +1,17 @@
 #!/usr/bin/python3
-"""The PyTorch DDP peer of bench/run_ddp.sh: the models of torch_step.py trained by N processes with
-DistributedDataParallel over gloo on this machine, one thread each; prints "name seconds_per_step"
-(rank 0). Usage: torch_ddp.py [--ranks N] [--steps S] [--batch B] [--models a,b,c]"""
+"""The PyTorch DDP peer of bench/run_ddp.sh and bench/run_testbed.sh: the models of torch_step.py
+trained by N processes with DistributedDataParallel over gloo on this machine, one thread each.
+--hook picks DDP's gradient communication: allreduce (the default, dense fp32), fp16
+(fp16_compress_hook), powersgd2 / powersgd4 (powerSGD_hook of rank 2 / 4, dense for the first 2
+steps, then compressed, with error feedback and warm start as PyTorch's defaults). DDP is built
+with broadcast_buffers=False: pactrain does not broadcast batch-norm buffers every step either, and
+with the broadcast on, PyTorch 1.13's powerSGD_hook aborts in gloo ("enforce fail at pair.cc:510
+op.preamble.length <= op.nbytes") on the ResNets.
+Prints "name seconds_per_step" per model (rank 0), or with --json one JSON object per model with
+step_s and samples_per_s (all ranks together).
+Usage: torch_ddp.py [--ranks N] [--steps S] [--batch B] [--models a,b,c] [--hook H] [--json]"""
 import argparse
+import json
 import os
 import sys
 import time
@@ -10,8 +19,22 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+HOOKS = ("allreduce", "fp16", "powersgd2", "powersgd4")
+
+
+def attach_hook(ddp, hook):
+    if hook == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif hook.startswith("powersgd"):
+        state = powersgd.PowerSGDState(process_group=None,
+                                       matrix_approximation_rank=int(hook[len("powersgd"):]),
+                                       start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powersgd.powerSGD_hook)
 
 
 def worker(rank, args):
@@ -24,16 +47,21 @@ def worker(rank, args):
     for name in args.models.split(","):
         torch.manual_seed(0)
         model, channels = torch_step.make(name)
-        step = torch_step.make_step(torch.nn.parallel.DistributedDataParallel(model), channels,
-                                    args.batch)
-        step()
-        step()
+        ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+        attach_hook(ddp, args.hook)
+        step = torch_step.make_step(ddp, channels, args.batch)
+        for _ in range(3):  # past PowerSGD's dense start
+            step()
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(args.steps):
             step()
-        if rank == 0:
-            print(f"{name} {(time.perf_counter() - t0) / args.steps:.5f}", flush=True)
+        seconds = (time.perf_counter() - t0) / args.steps
+        if rank == 0 and args.json:
+            print(json.dumps({"model": name, "hook": args.hook, "step_s": seconds,
+                              "samples_per_s": args.batch * args.ranks / seconds}), flush=True)
+        elif rank == 0:
+            print(f"{name} {seconds:.5f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -43,5 +71,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--models", default="resnet20,resnet18,vit")
+    parser.add_argument("--hook", default="allreduce", choices=HOOKS)
+    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     mp.spawn(worker, args=(args,), nprocs=args.ranks)

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""One rate of the head-to-head (bench/run_testbed.sh runs it inside scripts/testbed): calibrates
+the link, then trains each model with each method for a few steps on synthetic data, pactrain under
+mpiexec and PyTorch DDP on gloo with the same model shapes, per-rank batch and one thread per rank,
+and appends one JSON object per run to --out:
+  rate, link_mbit (calibrated), model, method, impl, ranks, batch, samples_per_s, step_s,
+  compute_s, codec_s, comm_exposed_s, bytes_per_step (per rank), date, commit
+The first --warmup steps of each of our runs are left out (connections, the pruning event, plans).
+Usage: testbed_bench.py --rate R --out FILE [--models a,b] [--methods m1,m2] [--ranks N]
+                        [--steps S] [--batch B]"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
+
+# Our methods: the --compress setting and its options. DGC's settings for topk: 0.1% density,
+# momentum correction 0.9 (with the optimizer's momentum off), factor masking, no warm-up (a
+# throughput run is too short for one).
+OURS = {
+    "dense": ["--compress", "dense"],
+    "fp16": ["--compress", "fp16"],
+    "topk": ["--compress", "topk", "--compress-opt", "ratio=0.001", "--compress-opt",
+             "momentum=0.9", "--momentum", "0"],
+    "terngrad": ["--compress", "terngrad"],
+    "powersgd2": ["--compress", "powersgd", "--compress-opt", "rank=2", "--compress-opt",
+                  "start_iter=2"],
+    "powersgd4": ["--compress", "powersgd", "--compress-opt", "rank=4", "--compress-opt",
+                  "start_iter=2"],
+}
+for sparsity in (80, 90):
+    for enc in ("fp32", "ternary"):
+        OURS[f"pactrain{sparsity}-{enc}"] = [
+            "--prune", "magnitude", "--sparsity", str(sparsity / 100), "--prune-schedule",
+            "oneshot:0", "--compress", "pactrain", "--compress-opt", f"enc={enc}"] + (
+                ["--compress-opt", "ef=1"] if enc == "ternary" else [])
+PEERS = {"torch-allreduce": "allreduce", "torch-fp16": "fp16", "torch-powersgd2": "powersgd2",
+         "torch-powersgd4": "powersgd4"}
+MODELS = {  # our options for the shapes of bench/peers/torch_step.py
+    "resnet18": ["--model", "resnet18", "--small-input", "--in-channels", "1"],
+    "resnet20": ["--model", "resnet20", "--in-channels", "1"],
+    "vit": ["--model", "vit", "--in-channels", "3"],
+}
+
+
+def calibrate(rate, ranks):
+    out = subprocess.run(["mpiexec", "--oversubscribe", "-n", str(ranks),
+                          os.path.join(BUILD, "bench-allreduce"), "--rate", rate],
+                         capture_output=True, text=True, check=True).stdout
+    print(out.strip(), flush=True)
+    m = re.search(r"carried ([0-9.]+) Mbit/s", out)
+    return float(m.group(1)) if m else None
+
+
+def ours(model, method, args, compute_only=False):
+    steps = args.steps + args.warmup
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        ranks = 1 if compute_only else args.ranks
+        cmd = ([] if compute_only else ["mpiexec", "--oversubscribe", "-n", str(ranks)]) + [
+            os.path.join(BUILD, "pactrain"), "train", *MODELS[model], "--image-size", "28",
+            "--num-classes", "10", "--data", "synthetic",
+            "--synthetic-size", str(args.batch * ranks * (steps + 1)), "--test-subset", "8",
+            "--batch", str(args.batch), "--max-steps", str(steps), "--epochs", "1",
+            "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
+            *(OURS["dense"] if compute_only else OURS[method])]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        records = [json.loads(line) for line in open(metrics)]
+    steps_ = [r for r in records if r["kind"] == "step" and r["step"] > args.warmup]
+    mean = lambda key: sum(r[key] for r in steps_) / len(steps_)
+    step_s = mean("step_s")
+    return {"samples_per_s": args.batch * args.ranks / step_s, "step_s": step_s,
+            "compute_s": mean("compute_s"), "codec_s": mean("codec_s"),
+            "comm_exposed_s": mean("comm_exposed_s"),
+            "bytes_per_step": 0 if compute_only else mean("bytes_sent")}
+
+
+def peer(model, hook, args):
+    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"),
+                          "--ranks", str(args.ranks), "--steps", str(args.steps), "--batch",
+                          str(args.batch), "--models", model, "--hook", hook, "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"samples_per_s": r["samples_per_s"], "step_s": r["step_s"]}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rate", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--models", default="resnet18,vit")
+    p.add_argument("--methods", default=",".join(["compute-only", *OURS, *PEERS]))
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch", type=int, default=32)
+    args = p.parse_args()
+    for name in args.methods.split(","):
+        if name not in OURS and name not in PEERS and name != "compute-only":
+            sys.exit(f"testbed_bench: unknown method '{name}'; expected compute-only, "
+                     f"{', '.join(OURS)} or {', '.join(PEERS)}")
+    for model in args.models.split(","):
+        if model not in MODELS:
+            sys.exit(f"testbed_bench: unknown model '{model}'; expected {', '.join(MODELS)}")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    link = calibrate(args.rate, args.ranks)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for model in args.models.split(","):
+        for method in args.methods.split(","):
+            try:
+                if method in PEERS:
+                    r, impl = peer(model, PEERS[method], args), "pytorch"
+                else:
+                    r, impl = ours(model, method, args, method == "compute-only"), "pactrain"
+            except subprocess.CalledProcessError as e:
+                print(f"{args.rate} {model} {method}: FAILED ({e})", flush=True)
+                continue
+            r.update({"rate": args.rate, "link_mbit": link, "model": model, "method": method,
+                      "impl": impl, "ranks": args.ranks, "batch": args.batch,
+                      "date": datetime.date.today().isoformat(), "commit": commit})
+            with open(args.out, "a") as f:
+                f.write(json.dumps(r) + "\n")
+            print(f"{args.rate} {model} {method}: {r['samples_per_s']:.1f} samples/s, "
+                  f"{r['step_s']:.3f} s/step", flush=True)
+
+
+if __name__ == "__main__":
+    main()
