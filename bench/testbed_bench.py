@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,22 @@ MODELS = {  # our options for the shapes of bench/peers/torch_step.py
 }
 
 
+def run(cmd, timeout):
+    """Runs cmd in a session of its own and returns its stdout; on timeout the whole session is
+    killed (mpiexec's and torch.multiprocessing's children too, which would hold the pipe open)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
+    return out
+
+
 def calibrate(rate, ranks):
     out = subprocess.run(["mpiexec", "--oversubscribe", "-n", str(ranks),
                           os.path.join(BUILD, "bench-allreduce"), "--rate", rate],
@@ -70,7 +87,7 @@ def ours(model, method, args, compute_only=False):
             "--batch", str(args.batch), "--max-steps", str(steps), "--epochs", "1",
             "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
             *(OURS["dense"] if compute_only else OURS[method])]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        run(cmd, args.timeout)
         records = [json.loads(line) for line in open(metrics)]
     steps_ = [r for r in records if r["kind"] == "step" and r["step"] > args.warmup]
     mean = lambda key: sum(r[key] for r in steps_) / len(steps_)
@@ -82,10 +99,9 @@ def ours(model, method, args, compute_only=False):
 
 
 def peer(model, hook, args):
-    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"),
-                          "--ranks", str(args.ranks), "--steps", str(args.steps), "--batch",
-                          str(args.batch), "--models", model, "--hook", hook, "--json"],
-                         capture_output=True, text=True, check=True).stdout
+    out = run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"), "--ranks",
+               str(args.ranks), "--steps", str(args.steps), "--batch", str(args.batch), "--models",
+               model, "--hook", hook, "--json"], args.timeout)
     r = json.loads(out.strip().splitlines()[-1])
     return {"samples_per_s": r["samples_per_s"], "step_s": r["step_s"]}
 
@@ -100,6 +116,7 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     args = p.parse_args()
     for name in args.methods.split(","):
         if name not in OURS and name not in PEERS and name != "compute-only":
@@ -120,7 +137,7 @@ def main():
                     r, impl = peer(model, PEERS[method], args), "pytorch"
                 else:
                     r, impl = ours(model, method, args, method == "compute-only"), "pactrain"
-            except subprocess.CalledProcessError as e:
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
                 print(f"{args.rate} {model} {method}: FAILED ({e})", flush=True)
                 continue
             r.update({"rate": args.rate, "link_mbit": link, "model": model, "method": method,

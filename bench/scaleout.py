@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""A scale-out model of one data-parallel step, calibrated on the testbed and used to project past
+one machine.
+
+One step of method m on P ranks with links of B bit/s and per-message latency alpha:
+    step = compute + codec + (1 - hidden) * comm
+    comm = bytes_per_rank(m, P) * 8 / B_rank + messages(m, P) * alpha
+where compute and codec are measured (the testbed's metrics split every step), bytes_per_rank is
+what a ring all-reduce (or all-gather, for topk) sends per rank, and `hidden` is the fraction of
+communication that overlaps backward. On the shared testbed all P ranks send through one link of
+rate B, so B_rank = B / P; on a cluster every rank has its own NIC, B_rank = B.
+
+Calibration: alpha and hidden are fitted by least squares to every one of our 2-rank runs in the
+testbed results (all methods, all rates), and the error of the fitted model against each
+measurement is printed.
+
+Projection: for ResNet-50, ViT-B/16 and a GPT-2-small-sized model, P = 8 to 1024 and 1, 10 and
+100 Gbit/s per rank. Their compute time is not measured here (no GPU): it is FLOPs per step over an
+assumed sustained rate (--tflops, default 200, an H100-class GPU at about 40% of its dense bf16
+peak), and codec passes are memory-bound at --hbm-gbs (default 2000 GB/s), one read and one write
+of the values per pass, with the pass counts our compressors report. Those assumptions are printed
+with the results. A method "stops paying off" where its throughput falls below dense's, or where
+its scaling efficiency (throughput over P times one rank's compute-only throughput) falls below 50%.
+
+Usage: scaleout.py RESULTS.jsonl [--plots DIR] [--tflops T] [--hbm-gbs G]"""
+import argparse
+import json
+import math
+import os
+
+RATE_BITS = {"100mbit": 1e8, "500mbit": 5e8, "1gbit": 1e9, "10gbit": 1e10}
+
+# Projected models: parameters (all but ~1% in matrices that pruning and PowerSGD act on), training
+# FLOPs per sample (3x the forward), the per-rank batch, and PowerSGD's factor elements per
+# parameter at rank 4 (sum of r (rows + cols) over the matrices, over the parameter count).
+MODELS = {
+    "ResNet-50": {"params": 25.6e6, "flops": 3 * 4.1e9, "batch": 64, "psgd4": 0.012},
+    "ViT-B/16": {"params": 86.6e6, "flops": 3 * 17.6e9, "batch": 64, "psgd4": 0.0027},
+    "GPT-2-small": {"params": 124e6, "flops": 3 * 2 * 124e6 * 1024, "batch": 8, "psgd4": 0.0034},
+}
+# Methods: bytes per gradient value on the wire, whether it is an all-gather (bytes grow with P)
+# rather than an all-reduce, the fraction of values sent, and codec passes over the gradient.
+METHODS = {
+    "dense": {"bytes": 4, "density": 1.0, "gather": False, "passes": 1},
+    "fp16": {"bytes": 2, "density": 1.0, "gather": False, "passes": 2},
+    "terngrad": {"bytes": 1, "density": 1.0, "gather": False, "passes": 3},
+    "topk": {"bytes": 8, "density": 0.001, "gather": True, "passes": 4},
+    "powersgd4": {"bytes": 4, "density": None, "gather": False, "passes": 6},
+    "pactrain80-fp32": {"bytes": 4, "density": 0.2, "gather": False, "passes": 1},
+    "pactrain80-ternary": {"bytes": 1, "density": 0.2, "gather": False, "passes": 3},
+    "pactrain90-ternary": {"bytes": 1, "density": 0.1, "gather": False, "passes": 3},
+}
+
+
+def ring_messages(p):
+    return 2 * (p - 1)
+
+
+def wire(method, spec, p):
+    """Bytes one rank sends per step, and the messages it sends, for the model `spec`."""
+    m = METHODS[method]
+    density = spec["psgd4"] if method.startswith("powersgd") else m["density"]
+    values = spec["params"] * density
+    per_value = m["bytes"]
+    if method.startswith("pactrain") and "ternary" in method and p > 127:
+        per_value = 2  # int16 sums beyond 127 ranks
+    if m["gather"]:
+        return (p - 1) * values * per_value, p - 1
+    return 2 * (p - 1) / p * values * per_value, ring_messages(p)
+
+
+
+def fit(results):
+    """Least squares for alpha and hidden over our measured 2-rank runs."""
+    runs = [r for r in results if r["impl"] == "pactrain" and r["method"] != "compute-only"
+            and r["rate"] in RATE_BITS and r.get("bytes_per_step")]
+    rows = []
+    for r in runs:
+        p = r["ranks"]
+        rank_rate = RATE_BITS[r["rate"]] / p  # the shared link
+        transfer = r["bytes_per_step"] * 8 / rank_rate
+        # Messages: ring steps per bucket; buckets from the model's size (25 MB buckets).
+        buckets = max(1, math.ceil(r["bytes_per_step"] / 25e6))
+        messages = ring_messages(p) * buckets
+        rows.append((r, transfer, messages))
+    # step - compute - codec = (1 - h) * (transfer + messages * alpha): linear in (1 - h) and
+    # (1 - h) * alpha; solve the 2x2 normal equations.
+    sxx = sxy = syy = sx = sy = 0.0
+    for r, transfer, messages in rows:
+        target = r["step_s"] - r["compute_s"] - r["codec_s"]
+        x, y = transfer, messages
+        sxx += x * x
+        sxy += x * y
+        syy += y * y
+        sx += x * target
+        sy += y * target
+    det = sxx * syy - sxy * sxy
+    a = (sx * syy - sy * sxy) / det  # 1 - hidden
+    b = (sxx * sy - sxy * sx) / det  # (1 - hidden) * alpha
+    visible = min(max(a, 0.0), 1.0)
+    alpha = max(b / a, 0.0) if a > 0 else 0.0
+    errors = []
+    for r, transfer, messages in rows:
+        predicted = r["compute_s"] + r["codec_s"] + visible * (transfer + messages * alpha)
+        errors.append((r, predicted, (predicted - r["step_s"]) / r["step_s"]))
+    return visible, alpha, errors
+
+
+def project(visible, alpha, tflops, hbm, ranks, rates):
+    out = {}
+    for model, spec in MODELS.items():
+        compute = spec["batch"] * spec["flops"] / (tflops * 1e12)
+        for rate in rates:
+            for method in METHODS:
+                for p in ranks:
+                    nbytes, messages = wire(method, spec, p)
+                    codec = METHODS[method]["passes"] * 2 * 4 * spec["params"] / (hbm * 1e9)
+                    if method == "dense":
+                        codec = 0.0
+                    comm = nbytes * 8 / rate + messages * alpha
+                    step = compute + codec + visible * comm
+                    out[(model, rate, method, p)] = {
+                        "samples_per_s": p * spec["batch"] / step,
+                        "efficiency": compute / step, "step_s": step}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--plots")
+    ap.add_argument("--tflops", type=float, default=200.0)
+    ap.add_argument("--hbm-gbs", type=float, default=2000.0)
+    args = ap.parse_args()
+    results = [json.loads(line) for line in open(args.results) if line.strip()]
+    visible, alpha, errors = fit(results)
+    print(f"Calibration on {len(errors)} measured runs: visible fraction of communication "
+          f"{visible:.2f} (hidden {1 - visible:.2f}), latency per message {alpha * 1e3:.2f} ms\n")
+    print("| model | rate | method | measured s/step | predicted | error |")
+    print("|---|---|---|---:|---:|---:|")
+    for r, predicted, err in errors:
+        print(f"| {r['model']} | {r['rate']} | {r['method']} | {r['step_s']:.3f} | "
+              f"{predicted:.3f} | {100 * err:+.0f}% |")
+    mean_abs = sum(abs(e) for _, _, e in errors) / max(len(errors), 1)
+    print(f"\nMean absolute error {100 * mean_abs:.1f}%, largest "
+          f"{100 * max((abs(e) for _, _, e in errors), default=0):.0f}%.\n")
+
+    ranks = [8, 16, 32, 64, 128, 256, 512, 1024]
+    rates = [1e9, 1e10, 1e11]
+    proj = project(visible, alpha, args.tflops, args.hbm_gbs, ranks, rates)
+    print(f"Projection (assumed: {args.tflops:.0f} TFLOP/s sustained per rank, codec memory-bound "
+          f"at {args.hbm_gbs:.0f} GB/s, the fitted overlap and latency). Scaling efficiency at "
+          "P = 8 / 64 / 1024, and where each method stops paying off:\n")
+    print("| model | link | method | eff. P=8 | P=64 | P=1024 | below dense from P | "
+          "below 50% efficiency from P |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for model in MODELS:
+        for rate in rates:
+            for method in METHODS:
+                eff = [proj[(model, rate, method, p)]["efficiency"] for p in ranks]
+                worse = next((p for p in ranks if proj[(model, rate, method, p)]["samples_per_s"]
+                              < proj[(model, rate, "dense", p)]["samples_per_s"]), None)
+                half = next((p for p, e in zip(ranks, eff) if e < 0.5), None)
+                print(f"| {model} | {rate / 1e9:.0f} Gbit/s | {method} | {eff[0]:.2f} | "
+                      f"{eff[3]:.2f} | {eff[-1]:.2f} | {worse or '-'} | {half or '-'} |")
+    if args.plots:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        os.makedirs(args.plots, exist_ok=True)
+        fig, axes = plt.subplots(len(MODELS), len(rates), figsize=(12, 9), sharex=True,
+                                 sharey=True)
+        for i, model in enumerate(MODELS):
+            for j, rate in enumerate(rates):
+                ax = axes[i][j]
+                for method in METHODS:
+                    ax.plot(ranks, [proj[(model, rate, method, p)]["efficiency"] for p in ranks],
+                            marker=".", linewidth=2.5 if method == "pactrain80-ternary" else 1,
+                            label=method)
+                ax.axhline(0.5, color="grey", linestyle=":")
+                ax.set_xscale("log", base=2)
+                ax.set_title(f"{model}, {rate / 1e9:.0f} Gbit/s", fontsize=9)
+                if j == 0:
+                    ax.set_ylabel("scaling efficiency")
+                if i == len(MODELS) - 1:
+                    ax.set_xlabel("ranks P")
+        axes[0][0].legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.plots, "scaleout.png"), dpi=100)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
