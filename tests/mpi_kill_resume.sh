@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kill and resume on 2 ranks. A pruned, pactrain-ternary run with error feedback (per-rank
+# Kill and resume on 2 ranks. A 32-step pruned, pactrain-ternary run with error feedback (per-rank
 # residuals, taylor sums, masks changing every other step) is trained straight through once; then
 #   1. rank 0 is killed with SIGKILL halfway through writing a checkpoint
 #      (PACTRAIN_FAULT=kill-in-checkpoint, see apps/faults.h), and
@@ -20,7 +20,7 @@ train() {  # train CHECKPOINT [options]: the run under test, in the foreground
   shift
   timeout 300 "$mpiexec" --oversubscribe -n 2 "$pactrain" train \
     --model resnet20 --data synthetic --synthetic-size 256 --image-size 12 --batch 16 \
-    --epochs 2 --threads 1 --comm-timeout 10 --log-every 1 --seed 3 \
+    --epochs 4 --threads 1 --comm-timeout 10 --log-every 1 --seed 3 \
     --prune taylor --sparsity 0.8 --prune-schedule gradual:2:12:2 \
     --compress pactrain --compress-opt enc=ternary --compress-opt ef=1 \
     --checkpoint "$checkpoint" "$@"
@@ -83,7 +83,7 @@ for k in 5 11 14; do
     fail "kill -9 at step $k: no checkpoint was written before the kill"
     continue
   fi
-  if grep -q "^epoch 2:" "$dir/run.log"; then
+  if grep -q "^epoch 4:" "$dir/run.log"; then
     fail "kill -9 at step $k: the run finished before the kill"
     continue
   fi
