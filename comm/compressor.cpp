@@ -8,9 +8,7 @@ void Compressor::timed(const std::function<void()>& f) {
   auto start = std::chrono::steady_clock::now();
   f();
   ++kernels_;
-  codec_ns_ +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
+  codec_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string bucket_state_key(int bucket, const std::string& what) {

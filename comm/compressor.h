@@ -5,7 +5,6 @@
 // (residuals, factors) and accounts for the time it spends encoding and decoding.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,7 +35,7 @@ class Compressor {
   virtual ~Compressor() = default;
   virtual std::string name() const = 0;
   virtual WorkPtr reduce(Bucket& bucket, ProcessGroup& group) = 0;
-  double codec_seconds() const { return static_cast<double>(codec_ns_.load()) * 1e-9; }
+  double codec_seconds() const { return codec_seconds_; }
   // What it decided per bucket, for the log (e.g. pactrain's encodings); empty if nothing.
   virtual std::string describe_buckets() const { return ""; }
   // Passes over gradient data this compressor has run outside the collectives (encode, decode,
@@ -53,11 +52,10 @@ class Compressor {
                           ProcessGroup& group);
 
  protected:
-  // Runs f, one pass over the data, and adds its duration to the codec time. Safe to call from
-  // the communication thread (work queued with ProcessGroup::enqueue) too.
+  // Runs f, one pass over the data, and adds its duration to the codec time.
   void timed(const std::function<void()>& f);
-  std::atomic<int64_t> codec_ns_{0};
-  std::atomic<uint64_t> kernels_{0};
+  double codec_seconds_ = 0.0;
+  uint64_t kernels_ = 0;
 };
 
 // The key of one bucket's state entry: "bucket3.residual".

@@ -37,10 +37,6 @@ class LocalGroup : public ProcessGroup {
     return done();
   }
   void barrier() override {}
-  WorkPtr enqueue(const char*, std::function<void()> task) override {
-    task();
-    return done();
-  }
 
  private:
   static WorkPtr done() { return std::make_shared<DoneWork>(); }

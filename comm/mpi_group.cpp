@@ -271,10 +271,6 @@ class MpiGroup : public ProcessGroup {
   }
 
  private:
-  WorkPtr enqueue(const char* what, std::function<void()> task) override {
-    return launch(what, std::move(task));
-  }
-
   WorkPtr launch(const char* collective, std::function<void()> task) {
     auto work = std::make_shared<MpiWork>(collective, timeout_s(), rank_, size_);
     std::lock_guard<std::mutex> lock(queue_mutex_);

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,11 +42,6 @@ class ProcessGroup {
   // in [size * n] reduced across ranks; rank r keeps block r in out [n].
   virtual WorkPtr reduce_scatter(Tensor in, Tensor out, ReduceOp op) = 0;
   virtual void barrier() = 0;
-  // Runs `task` on the communication thread in launch order: after every collective launched
-  // before it, before every one launched after (a host callback on a stream). A compressor uses
-  // it to code a bucket once a collective it depends on is done, without making backward wait.
-  // A group without a communication thread runs it at once. Its exception reaches wait().
-  virtual WorkPtr enqueue(const char* what, std::function<void()> task) = 0;
 
   // How long waiting for one collective may take before the process gives up, taking the peers
   // for dead or hung (0: forever). Only groups with peers use it.

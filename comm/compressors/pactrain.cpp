@@ -105,11 +105,10 @@ class Pactrain : public Compressor {
       return group.all_reduce(bucket.flat, ReduceOp::avg);
     }
     ++plan.steps;
-    std::vector<WorkPtr> queued = pack(plan, bucket, group, plan.encoding, true);
+    pack(plan, bucket, group, plan.encoding);
     return then(
         group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire, ReduceOp::sum),
-        [this, &plan, &bucket, &group, queued] {
-          for (const auto& w : queued) w->wait();  // done already; rethrows their errors
+        [this, &plan, &bucket, &group] {
           if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
           for (size_t e = 0; e < bucket.entries.size(); ++e)
             bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
@@ -219,16 +218,16 @@ class Pactrain : public Compressor {
     plan.residual = plan.encoding == Encoding::ternary ? Tensor::zeros({k}) : Tensor();
   }
 
-  // The fused gather: kept gradient entries / world, straight into the send buffer. Ternary
-  // coding may be left queued on the communication thread (`queue_ternary`); its Works are
-  // returned.
-  std::vector<WorkPtr> pack(Plan& plan, const Bucket& bucket, ProcessGroup& group,
-                            Encoding encoding, bool queue_ternary) {
+  // The fused gather: kept gradient entries / world, straight into the send buffer.
+  void pack(Plan& plan, const Bucket& bucket, ProcessGroup& group, Encoding encoding) {
     const float* g = bucket.flat.data<float>();
     const int32_t* pos = plan.positions.data<int32_t>();
     const int64_t k = plan.positions.numel();
     const float inv_world = 1.0f / static_cast<float>(group.size());
-    if (encoding == Encoding::ternary) return pack_ternary(plan, g, group, queue_ternary);
+    if (encoding == Encoding::ternary) {
+      pack_ternary(plan, g, group);
+      return;
+    }
     timed([&] {
       switch (encoding) {
         case Encoding::fp32: {
@@ -250,18 +249,16 @@ class Pactrain : public Compressor {
           break;
       }
     });
-    return {};
   }
 
   // TernGrad on the kept entries, one scale per parameter: a single scale for a whole bucket would
   // be set by its largest gradient and code the small-gradient layers almost all to zero, with a
-  // large variance. The scales must be the same on every rank before coding, so they are
-  // all-reduced (max) first. Waiting for that here would stall backward until every bucket
-  // launched before has crossed the network; instead the coding is queued on the communication
-  // thread right behind the scales' all-reduce (ProcessGroup::enqueue), and the caller's value
-  // all-reduce follows it in the same queue. With `queue` false it is done here (enc=auto's
-  // calibration).
-  std::vector<WorkPtr> pack_ternary(Plan& plan, const float* g, ProcessGroup& group, bool queue) {
+  // large variance. The scales must be known on every rank before coding, so their
+  // all-reduce-max is waited for here; the value vector's all-reduce is the asynchronous one.
+  // Queuing the coding on the communication thread instead, so that backward never waits, was
+  // measured slower on CPU ranks that share their cores with MPI's spinning progress loop
+  // (ResNet-18, 2 ranks on 2 cores, 1 Gbit/s: 77 samples/s against 99 with the wait).
+  void pack_ternary(Plan& plan, const float* g, ProcessGroup& group) {
     const int32_t* pos = plan.positions.data<int32_t>();
     const size_t entries = plan.entry_begin.size() - 1;
     float* e = plan.values.data<float>();  // the value to code: gradient plus residual
@@ -277,36 +274,24 @@ class Pactrain : public Compressor {
         scale[p] = m;
       }
     });
-    WorkPtr scales = group.all_reduce(plan.scale, ReduceOp::max);
-    const uint64_t seed = seed_ ^ (uint64_t(group.rank()) << 32) ^
-                          (plan.steps * 0x9e3779b97f4a7c15ull) ^ (uint64_t(plan.bucket) << 52);
-    const bool feedback = error_feedback_;
-    auto code = [this, &plan, seed, feedback, entries] {
-      timed([&] {
-        Generator gen(seed);
-        const float* e = plan.values.data<float>();
-        const float* scale = plan.scale.data<float>();
-        float* res = plan.residual.data<float>();
-        bool narrow = plan.wire.dtype() == DType::i8;
-        for (size_t p = 0; p < entries; ++p) {
-          const float s = scale[p];
-          for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
-            int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
-            if (narrow)
-              plan.wire.data<int8_t>()[j] = static_cast<int8_t>(t);
-            else
-              plan.wire.data<int16_t>()[j] = static_cast<int16_t>(t);
-            if (feedback) res[j] = e[j] - s * static_cast<float>(t);
-          }
+    group.all_reduce(plan.scale, ReduceOp::max)->wait();
+    timed([&] {
+      Generator gen(seed_ ^ (uint64_t(group.rank()) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
+                    (uint64_t(plan.bucket) << 52));
+      float* res = plan.residual.data<float>();
+      bool narrow = plan.wire.dtype() == DType::i8;
+      for (size_t p = 0; p < entries; ++p) {
+        const float s = scale[p];
+        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
+          int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
+          if (narrow)
+            plan.wire.data<int8_t>()[j] = static_cast<int8_t>(t);
+          else
+            plan.wire.data<int16_t>()[j] = static_cast<int16_t>(t);
+          if (error_feedback_) res[j] = e[j] - s * static_cast<float>(t);
         }
-      });
-    };
-    if (!queue) {
-      scales->wait();
-      code();
-      return {};
-    }
-    return {scales, group.enqueue("ternary coding", code)};
+      }
+    });
   }
 
   // Decodes the reduced wire vector into the averaged compact gradient.
@@ -369,16 +354,14 @@ class Pactrain : public Compressor {
     for (Encoding e : candidates) {
       plan.encoding = e;
       allocate_wire(plan, group.size());
-      // Calibration is not part of any step: its codec time and passes are taken back out.
-      int64_t codec_before = codec_ns_.load();
-      uint64_t kernels_before = kernels_.load();
+      double codec_before = codec_seconds_;
+      uint64_t kernels_before = kernels_;
       auto t = Clock::now();
-      pack(plan, bucket, group, e, false);
+      pack(plan, bucket, group, e);
       unpack(plan, group.size(), e);
       // The ternary pack waits for its scale all-reduce; only the coding counts as codec time.
-      double codec =
-          e == Encoding::ternary ? 1e-9 * double(codec_ns_.load() - codec_before) : seconds(t);
-      codec_ns_ = codec_before;
+      double codec = e == Encoding::ternary ? codec_seconds_ - codec_before : seconds(t);
+      codec_seconds_ = codec_before;
       kernels_ = kernels_before;
       measured.push_back(codec);
     }
