@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev zlib1g-dev libcli11-dev
-  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin "$@")
+  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 "$@")
 
 missing=()
 for p in "${packages[@]}"; do
