@@ -65,8 +65,8 @@ int main(int argc, char** argv) try {
     group->barrier();
     auto start = std::chrono::steady_clock::now();
     group->all_reduce(t, comm::ReduceOp::sum)->wait();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   if (group->rank() == 0) {
     const char* mode = std::getenv("TESTBED_MODE");

@@ -15,6 +15,33 @@ std::string bucket_state_key(int bucket, const std::string& what) {
   return "bucket" + std::to_string(bucket) + "." + what;
 }
 
+void save_per_bucket(StateDict& out, const std::string& what,
+                     const std::map<int, Tensor>& tensors) {
+  for (const auto& [index, t] : tensors) out[bucket_state_key(index, what)] = t;
+}
+
+void save_per_bucket(StateDict& out, const std::string& what,
+                     const std::map<int, uint64_t>& counters) {
+  for (const auto& [index, n] : counters)
+    out[bucket_state_key(index, what)] = counter_tensor(static_cast<int64_t>(n));
+}
+
+void load_per_bucket(StateReader& read, const std::string& what, const std::vector<Bucket>& buckets,
+                     std::map<int, Tensor>& tensors) {
+  for (const auto& bucket : buckets) {
+    std::string key = bucket_state_key(bucket.index, what);
+    if (read.has(key)) tensors[bucket.index] = read.tensor(key, bucket.flat.shape());
+  }
+}
+
+void load_per_bucket(StateReader& read, const std::string& what, const std::vector<Bucket>& buckets,
+                     std::map<int, uint64_t>& counters) {
+  for (const auto& bucket : buckets) {
+    std::string key = bucket_state_key(bucket.index, what);
+    if (read.has(key)) counters[bucket.index] = static_cast<uint64_t>(read.counter(key));
+  }
+}
+
 void Compressor::load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                             ProcessGroup& group) {
   (void)buckets, (void)group;

@@ -60,6 +60,16 @@ class Compressor {
 
 // The key of one bucket's state entry: "bucket3.residual".
 std::string bucket_state_key(int bucket, const std::string& what);
+// State kept in a map by bucket index, saved as "bucket<i>.<what>" entries, and read back for the
+// reducer's buckets (a tensor must have its bucket's shape; entries of buckets that do not exist
+// are left for StateReader::finish to refuse).
+void save_per_bucket(StateDict& out, const std::string& what, const std::map<int, Tensor>& tensors);
+void save_per_bucket(StateDict& out, const std::string& what,
+                     const std::map<int, uint64_t>& counters);
+void load_per_bucket(StateReader& read, const std::string& what, const std::vector<Bucket>& buckets,
+                     std::map<int, Tensor>& tensors);
+void load_per_bucket(StateReader& read, const std::string& what, const std::vector<Bucket>& buckets,
+                     std::map<int, uint64_t>& counters);
 
 // A Work that runs `then` (on the waiting thread) after `inner` completes: decoding steps.
 WorkPtr then(WorkPtr inner, std::function<void()> after);

@@ -121,17 +121,15 @@ class PowerSgd : public Compressor {
       out[bucket_state_key(key.first, entry + "q")] = m.q;
       out[bucket_state_key(key.first, entry + "error")] = m.error;
     }
-    for (const auto& [index, steps] : steps_)
-      out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(steps));
+    save_per_bucket(out, "steps", steps_);
     return out;
   }
 
   void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                   ProcessGroup&) override {
     StateReader read("compressor powersgd", state);
+    load_per_bucket(read, "steps", buckets, steps_);
     for (const auto& bucket : buckets) {
-      std::string steps = bucket_state_key(bucket.index, "steps");
-      if (read.has(steps)) steps_[bucket.index] = static_cast<uint64_t>(read.counter(steps));
       for (size_t e = 0; e < bucket.entries.size(); ++e) {
         std::string entry = "entry" + std::to_string(e) + ".";
         Factoring f = factoring(bucket.entries[e]);

@@ -68,22 +68,16 @@ class RandomK : public Compressor {
 
   StateDict state() const override {
     StateDict out;
-    for (const auto& [index, residual] : residuals_)
-      out[bucket_state_key(index, "residual")] = residual;
-    for (const auto& [index, steps] : steps_)
-      out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(steps));
+    save_per_bucket(out, "residual", residuals_);
+    save_per_bucket(out, "steps", steps_);
     return out;
   }
 
   void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                   ProcessGroup&) override {
     StateReader read("compressor randomk", state);
-    for (const auto& bucket : buckets) {
-      std::string residual = bucket_state_key(bucket.index, "residual");
-      std::string steps = bucket_state_key(bucket.index, "steps");
-      if (read.has(residual)) residuals_[bucket.index] = read.tensor(residual, bucket.flat.shape());
-      if (read.has(steps)) steps_[bucket.index] = static_cast<uint64_t>(read.counter(steps));
-    }
+    load_per_bucket(read, "residual", buckets, residuals_);
+    load_per_bucket(read, "steps", buckets, steps_);
     read.finish();
   }
 

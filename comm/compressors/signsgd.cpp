@@ -63,18 +63,14 @@ class SignSgd : public Compressor {
 
   StateDict state() const override {
     StateDict out;
-    for (const auto& [index, residual] : residuals_)
-      out[bucket_state_key(index, "residual")] = residual;
+    save_per_bucket(out, "residual", residuals_);
     return out;
   }
 
   void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                   ProcessGroup&) override {
     StateReader read("compressor signsgd", state);
-    for (const auto& bucket : buckets) {
-      std::string key = bucket_state_key(bucket.index, "residual");
-      if (read.has(key)) residuals_[bucket.index] = read.tensor(key, bucket.flat.shape());
-    }
+    load_per_bucket(read, "residual", buckets, residuals_);
     read.finish();
   }
 

@@ -61,18 +61,14 @@ class TernGrad : public Compressor {
 
   StateDict state() const override {
     StateDict out;
-    for (const auto& [index, steps] : steps_)
-      out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(steps));
+    save_per_bucket(out, "steps", steps_);
     return out;
   }
 
   void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                   ProcessGroup&) override {
     StateReader read("compressor terngrad", state);
-    for (const auto& bucket : buckets) {
-      std::string key = bucket_state_key(bucket.index, "steps");
-      if (read.has(key)) steps_[bucket.index] = static_cast<uint64_t>(read.counter(key));
-    }
+    load_per_bucket(read, "steps", buckets, steps_);
     read.finish();
   }
 
