@@ -53,6 +53,15 @@ METHODS = {
 }
 
 
+def ternary_bytes(p):
+    """Bytes per value of pactrain's packed ternary sums (comm::ternary_wire): fields as wide as
+    2P, 63 bits of a 64-bit word, or one int8 (int16 beyond 127 ranks) where that is smaller."""
+    per_word = 63 // (2 * p).bit_length()
+    packed = 8 / per_word
+    one_each = 1 if p <= 127 else 2
+    return packed if packed < one_each else one_each
+
+
 def ring_messages(p):
     return 2 * (p - 1)
 
@@ -63,8 +72,8 @@ def wire(method, spec, p):
     density = spec["psgd4"] if method.startswith("powersgd") else m["density"]
     values = spec["params"] * density
     per_value = m["bytes"]
-    if method.startswith("pactrain") and "ternary" in method and p > 127:
-        per_value = 2  # int16 sums beyond 127 ranks
+    if method.startswith("pactrain") and "ternary" in method:
+        per_value = ternary_bytes(p)
     if m["gather"]:
         return (p - 1) * values * per_value, p - 1
     return 2 * (p - 1) / p * values * per_value, ring_messages(p)

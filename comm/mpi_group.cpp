@@ -121,8 +121,14 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
       for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
       return;
     }
+    case DType::i64: {
+      auto* d = static_cast<int64_t*>(dst);
+      auto* s = static_cast<const int64_t*>(src);
+      for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
+      return;
+    }
     default:
-      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i16, i32)",
+      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i16, i32, i64)",
                dtype_name(dtype));
   }
 }

@@ -15,7 +15,7 @@ namespace {
 double bytes_per_value(const std::string& encoding) {
   if (encoding == "fp32") return 4.0;
   if (encoding == "bf16" || encoding == "fp16") return 2.0;
-  if (encoding == "ternary") return 1.0;
+  if (encoding == "ternary") return 0.0;  // packed: see bytes_per_step
   PAC_FAIL("prune report: encoding '{}' is not known; expected fp32, bf16, fp16 or ternary",
            encoding);
 }
@@ -61,11 +61,15 @@ StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
     if (!layout.compact) {
       bytes.pactrain += static_cast<uint64_t>(bucket.flat.numel()) * 4;
     } else {
-      // Ternary sums need int16 beyond 127 ranks, and one scale per parameter, shared by an
+      // Ternary sums are packed (TernaryWire), plus one scale per parameter, shared by an
       // all-reduce-max.
-      double value_bytes = options.encoding == "ternary" && options.world > 127 ? 2.0 : per_value;
-      bytes.pactrain += static_cast<uint64_t>(layout.values * value_bytes) +
-                        (options.encoding == "ternary" ? 4 * bucket.entries.size() : 0);
+      if (options.encoding == "ternary") {
+        bytes.pactrain +=
+            static_cast<uint64_t>(comm::ternary_wire(options.world).bytes(layout.values)) +
+            4 * bucket.entries.size();
+      } else {
+        bytes.pactrain += static_cast<uint64_t>(layout.values * per_value);
+      }
     }
   }
   return bytes;

@@ -13,16 +13,25 @@
 // exactly the `dense` compressor.
 //
 // Encodings (--compress-opt enc=...): fp32, bf16, fp16, ternary (TernGrad coding of the kept
-// values, layer-wise as in the TernGrad paper: per parameter, scale s = max |value| over its kept
-// entries on any rank (one all-reduce-max of one float per parameter), t = sign with
-// probability |v|/s,
-// integer sums in int8 up to 127 ranks and int16 beyond; ef=1 adds error feedback), and auto,
-// which measures, per bucket when its plan is built, one all-reduce of the compact fp32 vector
-// (t_v), one of a single value (t_1, the latency) and each encoding's pack+unpack time (c_e),
-// averages them over the ranks so all choose alike, and picks the smallest
-//   cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 for ternary's scale all-reduce).
+// values, layer-wise as in the TernGrad paper: per parameter a scale s shared by all ranks,
+// t = sign(v) with probability min(1, |v|/s), the sums of t packed several to a 64-bit word (see
+// TernaryWire); ef=1 adds error feedback), and auto, which measures, per bucket when its plan is
+// built, one all-reduce of the compact fp32 vector (t_v), one of a single value (t_1, the latency)
+// and each encoding's pack+unpack time (c_e), averages them over the ranks so all choose alike,
+// and picks the smallest
+//   cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 when ternary waits for its scales).
+//
+// Ternary's scale (--compress-opt scale=fresh|previous):
+//   fresh     s = max |v| over the parameter's kept entries on any rank, this step: one
+//             all-reduce-max of one float per parameter, which backward waits for. |v| <= s
+//             always, so the coding is unbiased.
+//   previous  s = that maximum from the previous step, all-reduced after the step's values and
+//             never waited for; a value above it is sent as sign(v) * s and the rest stays in the
+//             error feedback, so it needs ef=1 (and is its default). The first step of a plan
+//             uses a fresh scale.
 #include "comm/compressors/pactrain.h"
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -45,7 +54,79 @@ PactrainLayout pactrain_layout(const Bucket& bucket) {
   return layout;
 }
 
+TernaryWire ternary_wire(int world) {
+  PAC_CHECK(world >= 1 && world <= 32767, "pactrain ternary: world size {} is outside 1..32767",
+            world);
+  TernaryWire packed;
+  packed.bits = std::bit_width(static_cast<unsigned>(2 * world));
+  packed.per_word = 63 / packed.bits;
+  packed.dtype = DType::i64;
+  TernaryWire one_each;
+  one_each.dtype = world <= 127 ? DType::i8 : DType::i16;
+  return packed.bytes(1 << 20) < one_each.bytes(1 << 20) ? packed : one_each;
+}
+
 namespace {
+
+// Writes ternary codes t in {-1, 0, 1} into a TernaryWire buffer, one after the other.
+class TernaryWriter {
+ public:
+  TernaryWriter(Tensor& wire, const TernaryWire& layout) : wire_(wire), layout_(layout) {}
+
+  void put(int t) {
+    if (layout_.bits == 0) {
+      if (layout_.dtype == DType::i8)
+        wire_.data<int8_t>()[at_++] = static_cast<int8_t>(t);
+      else
+        wire_.data<int16_t>()[at_++] = static_cast<int16_t>(t);
+      return;
+    }
+    word_ |= static_cast<uint64_t>(t + 1) << (field_ * layout_.bits);
+    if (++field_ == layout_.per_word) flush();
+  }
+
+  // Stores a partly filled last word.
+  void flush() {
+    if (layout_.bits == 0 || field_ == 0) return;
+    wire_.data<int64_t>()[at_++] = static_cast<int64_t>(word_);
+    word_ = 0;
+    field_ = 0;
+  }
+
+ private:
+  Tensor& wire_;
+  TernaryWire layout_;
+  int64_t at_ = 0;
+  uint64_t word_ = 0;
+  int field_ = 0;
+};
+
+// Reads the reduced sums back, in the order they were written: each the sum of t over the ranks.
+class TernaryReader {
+ public:
+  TernaryReader(const Tensor& wire, const TernaryWire& layout, int world)
+      : wire_(wire), layout_(layout), world_(world) {}
+
+  int next() {
+    if (layout_.bits == 0) {
+      return layout_.dtype == DType::i8 ? wire_.data<int8_t>()[at_++]
+                                        : wire_.data<int16_t>()[at_++];
+    }
+    if (field_ == 0) word_ = static_cast<uint64_t>(wire_.data<int64_t>()[at_++]);
+    int sum = static_cast<int>(word_ & ((uint64_t(1) << layout_.bits) - 1)) - world_;
+    word_ >>= layout_.bits;
+    if (++field_ == layout_.per_word) field_ = 0;
+    return sum;
+  }
+
+ private:
+  const Tensor& wire_;
+  TernaryWire layout_;
+  int world_;
+  int64_t at_ = 0;
+  uint64_t word_ = 0;
+  int field_ = 0;
+};
 
 enum class Encoding { fp32, bf16, fp16, ternary, automatic };
 
@@ -74,17 +155,22 @@ struct Plan {
   Tensor values;                    // f32 [K]: the packed vector, then the averaged gradient
   std::vector<Tensor> entry_grads;  // per entry: its slice of `values`
   Encoding encoding = Encoding::fp32;
-  Tensor wire;      // [K] in the wire encoding (bf16, f16, i8 or i16); unused for fp32
+  Tensor wire;      // in the wire encoding: bf16 or f16 [K], ternary's TernaryWire; unused for fp32
   Tensor residual;  // f32 [K]: ternary error feedback
   std::vector<int64_t> entry_begin;  // per entry and one past the end: its range in `values`
-  Tensor scale;  // f32 [entries]: ternary's per-parameter scales, shared by all ranks
+  Tensor scale;              // f32 [entries]: ternary's per-parameter scales, shared by all ranks
+  Tensor next_scale;         // f32 [entries]: scale=previous, this step's maxima for the next
+  bool scale_known = false;  // scale=previous: `scale` holds the previous step's maxima
   uint64_t steps = 0;
 };
 
 class Pactrain : public Compressor {
  public:
-  Pactrain(Encoding encoding, bool error_feedback, uint64_t seed)
-      : encoding_(encoding), error_feedback_(error_feedback), seed_(seed) {}
+  Pactrain(Encoding encoding, bool error_feedback, bool previous_scale, uint64_t seed)
+      : encoding_(encoding),
+        error_feedback_(error_feedback),
+        previous_scale_(previous_scale),
+        seed_(seed) {}
   std::string name() const override { return "pactrain"; }
 
   std::string describe_buckets() const override {
@@ -106,13 +192,22 @@ class Pactrain : public Compressor {
     }
     ++plan.steps;
     pack(plan, bucket, group, plan.encoding);
-    return then(
-        group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire, ReduceOp::sum),
-        [this, &plan, &bucket, &group] {
-          if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
-          for (size_t e = 0; e < bucket.entries.size(); ++e)
-            bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
-        });
+    WorkPtr sums =
+        group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire, ReduceOp::sum);
+    // Queued behind the values: the next step's scales travel while backward goes on.
+    WorkPtr next_scales = plan.encoding == Encoding::ternary && previous_scale_
+                              ? group.all_reduce(plan.next_scale, ReduceOp::max)
+                              : nullptr;
+    return then(sums, [this, &plan, &bucket, &group, next_scales] {
+      if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
+      for (size_t e = 0; e < bucket.entries.size(); ++e)
+        bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
+      if (next_scales) {
+        next_scales->wait();
+        std::swap(plan.scale, plan.next_scale);
+        plan.scale_known = true;
+      }
+    });
   }
 
   // Per compact bucket: its step count (the ternary coin flips' seed), its encoding and the
@@ -125,6 +220,7 @@ class Pactrain : public Compressor {
       out[bucket_state_key(index, "encoding")] =
           counter_tensor(static_cast<int64_t>(plan.encoding));
       if (plan.residual.defined()) out[bucket_state_key(index, "residual")] = plan.residual;
+      if (plan.scale_known) out[bucket_state_key(index, "scale")] = plan.scale;
     }
     return out;
   }
@@ -150,6 +246,10 @@ class Pactrain : public Compressor {
       plan.steps = static_cast<uint64_t>(read.counter(bucket_state_key(bucket.index, "steps")));
       if (plan.residual.defined())
         read.copy_into(bucket_state_key(bucket.index, "residual"), plan.residual);
+      if (read.has(bucket_state_key(bucket.index, "scale"))) {
+        read.copy_into(bucket_state_key(bucket.index, "scale"), plan.scale);
+        plan.scale_known = true;
+      }
     }
     read.finish();
   }
@@ -191,6 +291,7 @@ class Pactrain : public Compressor {
     }
     plan.entry_begin.push_back(at);
     plan.scale = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
+    plan.next_scale = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
     plan.encoding = restored                           ? *restored
                     : encoding_ == Encoding::automatic ? choose(plan, bucket, group)
                                                        : encoding_;
@@ -210,10 +311,11 @@ class Pactrain : public Compressor {
       case Encoding::fp16:
         plan.wire = Tensor::zeros({k}, DType::f16);
         break;
-      case Encoding::ternary:
-        // Sums of `world` values in {-1, 0, 1} fit int8 up to 127 ranks.
-        plan.wire = Tensor::zeros({k}, world <= 127 ? DType::i8 : DType::i16);
+      case Encoding::ternary: {
+        TernaryWire wire = ternary_wire(world);
+        plan.wire = Tensor::zeros({wire.elements(k)}, wire.dtype);
         break;
+      }
     }
     plan.residual = plan.encoding == Encoding::ternary ? Tensor::zeros({k}) : Tensor();
   }
@@ -253,17 +355,18 @@ class Pactrain : public Compressor {
 
   // TernGrad on the kept entries, one scale per parameter: a single scale for a whole bucket would
   // be set by its largest gradient and code the small-gradient layers almost all to zero, with a
-  // large variance. The scales must be known on every rank before coding, so their
-  // all-reduce-max is waited for here; the value vector's all-reduce is the asynchronous one.
-  // Queuing the coding on the communication thread instead, so that backward never waits, was
-  // measured slower on CPU ranks that share their cores with MPI's spinning progress loop
-  // (ResNet-18, 2 ranks on 2 cores, 1 Gbit/s: 77 samples/s against 99 with the wait).
+  // large variance. A fresh scale must be known on every rank before coding, so its all-reduce-max
+  // is waited for here; scale=previous does without the wait. Queuing the coding on the
+  // communication thread instead, so that backward never waits, was measured slower on CPU ranks
+  // that share their cores with MPI's spinning progress loop (ResNet-18, 2 ranks on 2 cores,
+  // 1 Gbit/s: 77 samples/s against 99 with the wait).
   void pack_ternary(Plan& plan, const float* g, ProcessGroup& group) {
     const int32_t* pos = plan.positions.data<int32_t>();
     const size_t entries = plan.entry_begin.size() - 1;
     float* e = plan.values.data<float>();  // the value to code: gradient plus residual
     const float* r = plan.residual.data<float>();
-    float* scale = plan.scale.data<float>();
+    // This step's maxima: the scales to code with (fresh), or the next step's (previous).
+    float* maxima = previous_scale_ ? plan.next_scale.data<float>() : plan.scale.data<float>();
     timed([&] {
       for (size_t p = 0; p < entries; ++p) {
         float m = 0.0f;
@@ -271,26 +374,29 @@ class Pactrain : public Compressor {
           e[j] = error_feedback_ ? g[pos[j]] + r[j] : g[pos[j]];
           m = std::max(m, std::abs(e[j]));
         }
-        scale[p] = m;
+        maxima[p] = m;
       }
     });
-    group.all_reduce(plan.scale, ReduceOp::max)->wait();
+    if (!previous_scale_ || !plan.scale_known) {
+      if (previous_scale_) plan.scale.copy_(plan.next_scale);
+      group.all_reduce(plan.scale, ReduceOp::max)->wait();
+    }
     timed([&] {
       Generator gen(seed_ ^ (uint64_t(group.rank()) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
                     (uint64_t(plan.bucket) << 52));
       float* res = plan.residual.data<float>();
-      bool narrow = plan.wire.dtype() == DType::i8;
+      const float* scale = plan.scale.data<float>();
+      TernaryWriter out(plan.wire, ternary_wire(group.size()));
       for (size_t p = 0; p < entries; ++p) {
         const float s = scale[p];
         for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
+          // A value above the scale (scale=previous) has probability above 1: always sign(v).
           int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
-          if (narrow)
-            plan.wire.data<int8_t>()[j] = static_cast<int8_t>(t);
-          else
-            plan.wire.data<int16_t>()[j] = static_cast<int16_t>(t);
+          out.put(t);
           if (error_feedback_) res[j] = e[j] - s * static_cast<float>(t);
         }
       }
+      out.flush();
     });
   }
 
@@ -311,13 +417,11 @@ class Pactrain : public Compressor {
           break;
         }
         case Encoding::ternary: {
-          const bool narrow = plan.wire.dtype() == DType::i8;
+          TernaryReader sums(plan.wire, ternary_wire(world), world);
           for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
             const float unit = plan.scale.data<float>()[p] / static_cast<float>(world);
-            for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
-              int sum = narrow ? plan.wire.data<int8_t>()[j] : plan.wire.data<int16_t>()[j];
-              v[j] = unit * static_cast<float>(sum);
-            }
+            for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j)
+              v[j] = unit * static_cast<float>(sums.next());
           }
           break;
         }
@@ -371,9 +475,11 @@ class Pactrain : public Compressor {
     group.all_reduce(shared, ReduceOp::avg)->wait();
     auto m = shared.to_vector();
     double bandwidth_part = std::max(0.0, double(m[0]) - m[1]);
-    double ternary_bytes = group.size() <= 127 ? 1.0 : 2.0;
+    const int64_t k = plan.values.numel();
+    double ternary_bytes = double(ternary_wire(group.size()).bytes(k)) / double(k);
+    double scale_wait = previous_scale_ ? 0.0 : m[1];
     double cost[] = {m[1] + bandwidth_part + m[2], m[1] + bandwidth_part * 0.5 + m[3],
-                     2 * m[1] + bandwidth_part * ternary_bytes / 4.0 + m[4]};
+                     m[1] + scale_wait + bandwidth_part * ternary_bytes / 4.0 + m[4]};
     int best = 0;
     for (int i = 1; i < 3; ++i) {
       if (cost[i] < cost[best]) best = i;
@@ -383,6 +489,7 @@ class Pactrain : public Compressor {
 
   Encoding encoding_;
   bool error_feedback_;
+  bool previous_scale_;
   uint64_t seed_;
   std::map<int, Plan> plans_;  // by bucket index; a map, so pending work's references stay valid
 };
@@ -393,6 +500,8 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
   OptionReader read("pactrain", options);
   std::string enc = read.choice("enc", {"fp32", "bf16", "fp16", "ternary", "auto"});
   bool ef = read.flag("ef", false);
+  std::string scale = read.choice("scale", {"fresh", "previous"});
+  if (ef && !options.count("scale")) scale = "previous";  // the default with error feedback
   auto seed = static_cast<uint64_t>(read.number("seed", 0));
   read.finish();
   Encoding encoding = Encoding::fp32;
@@ -404,7 +513,11 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
             "--compress-opt ef=1 for pactrain: error feedback applies to enc=ternary (or auto), "
             "not enc={}",
             enc);
-  return std::make_unique<Pactrain>(encoding, ef, seed);
+  PAC_CHECK(scale == "fresh" || ef,
+            "--compress-opt scale=previous for pactrain: values above the previous step's scale "
+            "are clipped, and only error feedback (ef=1) sends the clipped part later; add ef=1 "
+            "or use scale=fresh");
+  return std::make_unique<Pactrain>(encoding, ef, scale == "previous", seed);
 }
 
 }  // namespace pac::comm

@@ -7,8 +7,10 @@
 #include <cmath>
 
 #include "comm/compressor.h"
+#include "comm/compressors/pactrain.h"
 #include "core/allocator.h"
 #include "core/generator.h"
+#include "core/ops.h"
 #include "optim/sgd.h"
 #include "tests/mpi/world.h"
 
@@ -193,6 +195,89 @@ TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of each
   CHECK(outside <= b.kept() / 500 + 1);
 }
 
+TEST_CASE(
+    "pactrain ternary with scale=previous codes with the last step's shared maxima and "
+    "error feedback keeps what the clipping cut") {
+  MaskedBucket b;
+  b.mask(61, 0.4f);
+  // scale=previous is the default with ef=1.
+  auto pactrain =
+      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"ef", "1"}, {"seed", "5"}});
+  const size_t entries = b.params.size();
+  const int64_t n = b.bucket.flat.numel();
+  // The kept positions in the bucket, in the compact order, and the parameter each belongs to.
+  std::vector<int64_t> position;
+  std::vector<size_t> entry_of;
+  for (size_t e = 0; e < entries; ++e) {
+    const nn::Parameter& p = *b.params[e];
+    for (int64_t j = 0; j < p.kept_count(); ++j) {
+      position.push_back(b.bucket.entries[e].offset +
+                         (p.has_mask() ? p.kept().data<int32_t>()[j] : j));
+      entry_of.push_back(e);
+    }
+  }
+  const int64_t k = static_cast<int64_t>(position.size());
+  Tensor residual = Tensor::zeros({k});  // this rank's, as the compressor's state reports it
+  Tensor inputs = Tensor::zeros({n});    // this rank's gradients, summed over the steps
+  Tensor received = Tensor::zeros({k});  // the averages the compressor gave, summed
+  Tensor scales;                         // the scales the step codes with, when known
+  int64_t clipped = 0;
+  for (uint64_t step = 1; step <= 6; ++step) {
+    // Gradients that grow from step to step, so last step's maximum is often exceeded.
+    Tensor g = Generator(100 * step + world().rank()).randn({n});
+    scale_(g, static_cast<float>(step));
+    axpy_(inputs, 1.0f, g);
+    b.bucket.flat.copy_(g);
+    Tensor maxima = Tensor::zeros({static_cast<int64_t>(entries)});  // of gradient + residual
+    for (int64_t j = 0; j < k; ++j) {
+      float v = std::abs(g.data<float>()[position[j]] + residual.data<float>()[j]);
+      float& m = maxima.data<float>()[entry_of[j]];
+      m = std::max(m, v);
+      if (scales.defined()) clipped += v > scales.data<float>()[entry_of[j]];
+    }
+    world().all_reduce(maxima, comm::ReduceOp::max)->wait();
+    if (!scales.defined()) scales = maxima;  // the first step waits for fresh maxima
+
+    pactrain->reduce(b.bucket, world())->wait();
+    int64_t j = 0;
+    for (size_t e = 0; e < entries; ++e) {
+      const float* got = b.params[e]->compact_grad().data<float>();
+      const float unit = scales.data<float>()[e] / world().size();
+      for (int64_t i = 0; i < b.params[e]->kept_count(); ++i, ++j) {
+        double units = got[i] / unit;
+        CHECK(std::abs(units - std::round(units)) < 1e-3);
+        CHECK(std::abs(units) <= world().size() + 1e-3);
+        received.data<float>()[j] += got[i];
+      }
+    }
+    StateDict state = pactrain->state();
+    REQUIRE(state.count("bucket0.scale"));
+    Tensor next = state.at("bucket0.scale").clone();
+    CHECK(next.to_vector() == maxima.to_vector());  // next step's scales: this step's maxima
+    scales = next;
+    residual.copy_(state.at("bucket0.residual"));
+  }
+  CHECK(clipped > 0);  // the case this test is about did happen
+
+  // Error feedback keeps everything: what was received plus what is left in the residuals is
+  // the average of all gradients ever given, on every kept entry.
+  world().all_reduce(residual, comm::ReduceOp::avg)->wait();
+  world().all_reduce(inputs, comm::ReduceOp::avg)->wait();
+  int64_t off = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    float want = inputs.data<float>()[position[j]];
+    float have = received.data<float>()[j] + residual.data<float>()[j];
+    off += std::abs(have - want) > 1e-4f * (1.0f + std::abs(want));
+  }
+  CHECK(off == 0);
+}
+
+TEST_CASE("pactrain ternary refuses scale=previous without error feedback") {
+  CHECK_THROWS_WITH_AS(
+      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"scale", "previous"}}),
+      doctest::Contains("add ef=1 or use scale=fresh"), Error);
+}
+
 TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales") {
   const int r = world().rank(), p = world().size();
   for (const char* enc : {"fp32", "bf16", "ternary"}) {
@@ -204,11 +289,12 @@ TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus t
     pactrain->reduce(b.bucket, world())->wait();
     uint64_t sent = world().bytes_sent() - before;
     std::string e = enc;
+    comm::TernaryWire wire = comm::ternary_wire(p);
     uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
                         : e == "bf16"
                             ? ring_bytes(b.kept(), 2, r, p)
-                            : ring_bytes(b.kept(), 1, r, p) + ring_bytes(3, 4, r, p);  // 3 scales
-    CHECK(sent == expected);
+                            : ring_bytes(wire.elements(b.kept()), 8, r, p) + ring_bytes(3, 4, r, p);
+    CHECK(sent == expected);  // ternary: packed sums, then 3 scales
   }
 }
 
