@@ -41,10 +41,11 @@ status=$?
 check "a failing command: its status (3) comes back, unshaped when unlimited" [ "$status" -eq 3 ]
 check "a failing command: namespace removed" [ "$(ours)" -eq "$before" ]
 
-# Ctrl-C and kill: with job control on, the background testbed does not ignore SIGINT.
+# Ctrl-C and kill: with job control on, the background testbed does not ignore SIGINT. An odd
+# sleep time, so that pgrep finds only this sleep.
 set -m
 for signal in INT TERM; do
-  "$testbed" --rate 1gbit -- sleep 60 >"$out" 2>&1 &
+  "$testbed" --rate 1gbit -- sleep 59.77 >"$out" 2>&1 &
   job=$!
   for _ in $(seq 100); do [ "$(ours)" -gt "$before" ] && break; sleep 0.05; done
   sleep 0.3
@@ -56,7 +57,7 @@ for signal in INT TERM; do
   check "SIG$signal: exits at once with $expected" \
     bash -c "[ $status -eq $expected ] && [ $(($(date +%s) - start)) -lt 10 ]"
   check "SIG$signal: namespace removed, its processes gone" \
-    bash -c "[ $(ours) -eq $before ] && ! pgrep -f '^sleep 60$' >/dev/null"
+    bash -c "[ $(ours) -eq $before ] && ! pgrep -f '^sleep 59.77$' >/dev/null"
 done
 set +m
 
