@@ -45,7 +45,7 @@ int main(int argc, char** argv) try {
     }
   }
   cpu::set_num_threads(threads);
-  std::printf("# openblas_core %s threads %d\n", cpu::blas_core_name(), threads);
+  std::printf("# gemm %s threads %d\n", cpu::gemm_name(), threads);
   Generator g(0);
 
   for (int64_t n : {256, 512, 1024}) {

@@ -16,7 +16,7 @@ def load(path):
     runs = [json.loads(line) for line in open(path) if line.strip()]
     latest = {}
     for r in runs:  # a rerun replaces the earlier result of the same run
-        latest[(r["model"], r["rate"], r["method"])] = r
+        latest[(r["model"], r["rate"], r["method"], r["ranks"])] = r
     return list(latest.values())
 
 
@@ -54,6 +54,8 @@ def headline(runs, model, rate, compute_only):
     if not ours:
         return []
     lines = []
+    if runs[0]["ranks"] != 2:
+        model = f"{model} ({runs[0]['ranks']} ranks)"
     compressors = {m: rows[m] for m in ("fp16", "topk", "terngrad", "torch-fp16") if m in rows}
     if compressors:
         best = max(compressors, key=compressors.get)
@@ -75,11 +77,12 @@ def headline(runs, model, rate, compute_only):
     return lines
 
 
-def plots(runs, folder):
+def plots(runs, folder, suffix):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(folder, exist_ok=True)
+    ranks = runs[0]["ranks"]
     for model in sorted({r["model"] for r in runs}):
         series = collections.defaultdict(list)
         for r in runs:
@@ -99,10 +102,10 @@ def plots(runs, folder):
         ax.set_xscale("log")
         ax.set_xlabel("link rate (Mbit/s, shared by the ranks)")
         ax.set_ylabel("samples/s (all ranks)")
-        ax.set_title(f"{model}: throughput against bandwidth")
+        ax.set_title(f"{model}, {ranks} ranks: throughput against bandwidth")
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
-        fig.savefig(os.path.join(folder, f"throughput-{model}.png"), dpi=110)
+        fig.savefig(os.path.join(folder, f"throughput-{model}{suffix}.png"), dpi=110)
         plt.close(fig)
 
         rows = sorted({(r["method"], r["bytes_per_step"]) for r in runs
@@ -113,9 +116,9 @@ def plots(runs, folder):
             ax.barh([m for m, _ in rows], [b / 1e6 for _, b in rows])
             ax.set_xscale("log")
             ax.set_xlabel("MB sent per step per rank (log scale)")
-            ax.set_title(f"{model}: bytes per step")
+            ax.set_title(f"{model}, {ranks} ranks: bytes per step")
             fig.tight_layout()
-            fig.savefig(os.path.join(folder, f"bytes-{model}.png"), dpi=110)
+            fig.savefig(os.path.join(folder, f"bytes-{model}{suffix}.png"), dpi=110)
             plt.close(fig)
 
 
@@ -124,20 +127,22 @@ def main():
     p.add_argument("results")
     p.add_argument("--plots")
     args = p.parse_args()
-    runs = load(args.results)
-    compute = {r["model"]: r["samples_per_s"] for r in runs if r["method"] == "compute-only"}
-    lines, checks = [], []
-    for model in sorted({r["model"] for r in runs}):
-        for rate in sorted({r["rate"] for r in runs}, key=lambda x: RATE_MBIT.get(x, 1e9)):
-            lines += table([r for r in runs if r["method"] != "compute-only"], model, rate,
-                           compute.get(model))
-            checks += headline(runs, model, rate, compute.get(model))
-    print("\n".join(lines))
-    if checks:
-        print("Headline checks:\n")
-        print("\n".join(checks))
-    if args.plots:
-        plots(runs, args.plots)
+    every_run = load(args.results)
+    for ranks in sorted({r["ranks"] for r in every_run}):
+        runs = [r for r in every_run if r["ranks"] == ranks]
+        compute = {r["model"]: r["samples_per_s"] for r in runs if r["method"] == "compute-only"}
+        lines, checks = [], []
+        for model in sorted({r["model"] for r in runs}):
+            for rate in sorted({r["rate"] for r in runs}, key=lambda x: RATE_MBIT.get(x, 1e9)):
+                lines += table([r for r in runs if r["method"] != "compute-only"], model, rate,
+                               compute.get(model))
+                checks += headline(runs, model, rate, compute.get(model))
+        print("\n".join(lines))
+        if checks:
+            print(f"Headline checks, {ranks} ranks:\n")
+            print("\n".join(checks) + "\n")
+        if args.plots:
+            plots(runs, args.plots, "" if ranks == 2 else f"-{ranks}ranks")
 
 
 if __name__ == "__main__":

@@ -36,5 +36,5 @@ join <(grep -v '^#' "$ours" | sort) <(grep -v '^#' "$reference" | sort) | join -
   awk '{ printf "| %s | %.4f | %.1f | %.4f | %.4f | %.1f | %.2f | %.2f |\n", $1, $2, $3, $4, $6, $7, $2 / $6, $4 / $6 }'
 echo
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); threads: $threads;" \
-  "OpenBLAS kernels: $(sed -n 's/^# openblas_core \([^ ]*\).*/\1/p' "$ours");" \
+  "GEMM: $(sed -n 's/^# gemm \(.*\) threads.*/\1/p' "$ours");" \
   "PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (convolution through oneDNN)"

@@ -25,9 +25,10 @@ its scaling efficiency (throughput over P times one rank's compute-only throughp
 
 Usage: scaleout.py RESULTS.jsonl [--plots DIR] [--tflops T] [--hbm-gbs G] [--latency-us L]"""
 import argparse
-import json
 import math
 import os
+
+import report_testbed
 
 RATE_BITS = {"100mbit": 1e8, "500mbit": 5e8, "1gbit": 1e9, "10gbit": 1e10}
 
@@ -85,11 +86,13 @@ def fit(results):
     # Compute is the model's compute-only step: a compressor that waits for a collective inside
     # backward (terngrad's and pactrain ternary's scale) shows that wait as compute in its own
     # split, and here it belongs to communication.
-    compute = {r["model"]: r["step_s"] for r in results if r["method"] == "compute-only"}
+    compute = {(r["model"], r["ranks"]): r["step_s"] for r in results
+               if r["method"] == "compute-only"}
     runs = [r for r in results if r["impl"] == "pactrain" and r["method"] != "compute-only"
-            and r["rate"] in RATE_BITS and r.get("bytes_per_step") and r["model"] in compute]
+            and r["rate"] in RATE_BITS and r.get("bytes_per_step")
+            and (r["model"], r["ranks"]) in compute]
     for r in runs:
-        r["compute_s"] = compute[r["model"]]
+        r["compute_s"] = compute[(r["model"], r["ranks"])]
     rows = []
     for r in runs:
         p = r["ranks"]
@@ -150,16 +153,16 @@ def main():
     ap.add_argument("--hbm-gbs", type=float, default=2000.0)
     ap.add_argument("--latency-us", type=float, default=25.0)
     args = ap.parse_args()
-    results = [json.loads(line) for line in open(args.results) if line.strip()]
+    results = report_testbed.load(args.results)  # the latest of each run
     visible, alpha, errors = fit(results)
     print(f"Calibration on {len(errors)} measured runs: visible fraction of communication "
           f"{visible:.2f} (hidden {1 - visible:.2f}), overhead per ring message on the testbed "
           f"{alpha * 1e3:.2f} ms (it absorbs per-collective costs the byte count misses, such as "
           "PowerSGD's second all-reduce; it is not a network latency)\n")
-    print("| model | rate | method | measured s/step | predicted | error |")
-    print("|---|---|---|---:|---:|---:|")
+    print("| model | ranks | rate | method | measured s/step | predicted | error |")
+    print("|---|---:|---|---|---:|---:|---:|")
     for r, predicted, err in errors:
-        print(f"| {r['model']} | {r['rate']} | {r['method']} | {r['step_s']:.3f} | "
+        print(f"| {r['model']} | {r['ranks']} | {r['rate']} | {r['method']} | {r['step_s']:.3f} | "
               f"{predicted:.3f} | {100 * err:+.0f}% |")
     mean_abs = sum(abs(e) for _, _, e in errors) / max(len(errors), 1)
     print(f"\nMean absolute error {100 * mean_abs:.1f}%, largest "

@@ -47,7 +47,10 @@ def worker(rank, args):
     for name in args.models.split(","):
         torch.manual_seed(0)
         model, channels = torch_step.make(name)
-        ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+        # PowerSGD gets one bucket: see the header.
+        one_bucket = {"bucket_cap_mb": 1 << 12} if args.hook.startswith("powersgd") else {}
+        ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False,
+                                                        **one_bucket)
         attach_hook(ddp, args.hook)
         step = torch_step.make_step(ddp, channels, args.batch)
         for _ in range(3):  # past PowerSGD's dense start

@@ -1,4 +1,4 @@
-// Row-major single-precision GEMM through OpenBLAS's cblas.
+// Row-major single-precision GEMM: through oneDNN when the build has it, else OpenBLAS's cblas.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,8 @@ namespace pac::cpu {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// The kernel family OpenBLAS chose for this CPU ("Haswell", "SkylakeX", ...), for reports.
-const char* blas_core_name();
+// Which GEMM runs, for reports: "oneDNN", or "OpenBLAS " and the kernel family OpenBLAS chose for
+// this CPU ("Haswell", "SkylakeX", ...).
+const char* gemm_name();
 
 }  // namespace pac::cpu
