@@ -2,8 +2,12 @@
 // itself rejects a wrong gradient.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/ops/vector_math.h"
 #include "tests/gradcheck.h"
 
 using namespace pac;
@@ -83,6 +87,24 @@ TEST_CASE("binary ops with broadcasting") {
   check([](auto& in) { return mul(in[0], in[1]); }, {leaf({4, 3}), leaf({3})});
   check([](auto& in) { return add_scalar(in[0], 2.5f); }, {leaf({4})});
   check([](auto& in) { return mul_scalar(in[0], -1.5f); }, {leaf({4})});
+}
+
+TEST_CASE("the vectorised exp and erf that GELU uses stay within their stated error") {
+  double worst_exp = 0.0, worst_erf = 0.0;
+  for (float x = -100.0f; x <= 0.0f; x += 0.0007f) {
+    double want = std::exp(double(x));
+    double got = vec::exp(x);
+    // Relative where the result is a normal float; below that it must be 0 or tiny.
+    worst_exp = std::max(worst_exp, want > 1.2e-38 ? std::abs(got - want) / want : got);
+  }
+  for (float x = -8.0f; x <= 8.0f; x += 0.0001f)
+    worst_erf = std::max(worst_erf, std::abs(double(vec::erf(x)) - std::erf(double(x))));
+  CHECK(worst_exp < 2.5e-7);
+  CHECK(worst_erf < 5.5e-7);
+  CHECK(vec::exp(-200.0f) == 0.0f);
+  CHECK(vec::exp(0.0f) == 1.0f);
+  CHECK(vec::erf(0.0f) == 0.0f);
+  CHECK(vec::erf(-9.0f) == -1.0f);
 }
 
 TEST_CASE("unary ops") {

@@ -1,6 +1,7 @@
 // Batch normalisation (per channel over N, H, W) and layer normalisation (per row over the
 // trailing dimensions). Both save the input and the per-group mean and 1/std, and recompute the
 // normalised values in backward.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -170,27 +171,37 @@ class LayerNormBackward : public Node {
     Tensor gx = needs_grad(0) ? Tensor::empty(x_.shape()) : Tensor();
     Tensor gw = needs_grad(1) ? Tensor::zeros({d_}) : Tensor();
     Tensor gb = needs_grad(2) ? Tensor::zeros({d_}) : Tensor();
-    std::vector<float> dxhat(d_);
+    float* pgw = gw.defined() ? gw.data<float>() : nullptr;
+    float* pgb = gb.defined() ? gb.data<float>() : nullptr;
+    float* pgx = gx.defined() ? gx.data<float>() : nullptr;
+    std::vector<float> xhat(d_), dxhat(d_);
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = px + r * d_;
       const float* gr = pg + r * d_;
+      const float mean = mean_[r], rstd = rstd_[r];
+      for (int64_t j = 0; j < d_; ++j) xhat[j] = (xr[j] - mean) * rstd;
+      if (pgw) {
+        for (int64_t j = 0; j < d_; ++j) pgw[j] += gr[j] * xhat[j];
+      }
+      if (pgb) {
+        for (int64_t j = 0; j < d_; ++j) pgb[j] += gr[j];
+      }
+      if (!pgx) continue;
+      if (pw) {
+        for (int64_t j = 0; j < d_; ++j) dxhat[j] = gr[j] * pw[j];
+      } else {
+        std::copy(gr, gr + d_, dxhat.begin());
+      }
       double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
       for (int64_t j = 0; j < d_; ++j) {
-        float xhat = (xr[j] - mean_[r]) * rstd_[r];
-        dxhat[j] = gr[j] * (pw ? pw[j] : 1.0f);
         sum_dxhat += dxhat[j];
-        sum_dxhat_xhat += dxhat[j] * xhat;
-        if (gw.defined()) gw.data<float>()[j] += gr[j] * xhat;
-        if (gb.defined()) gb.data<float>()[j] += gr[j];
+        sum_dxhat_xhat += dxhat[j] * xhat[j];
       }
-      if (!gx.defined()) continue;
       float mean_dxhat = static_cast<float>(sum_dxhat / d_);
       float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / d_);
-      float* out = gx.data<float>() + r * d_;
-      for (int64_t j = 0; j < d_; ++j) {
-        float xhat = (xr[j] - mean_[r]) * rstd_[r];
-        out[j] = rstd_[r] * (dxhat[j] - mean_dxhat - xhat * mean_dxhat_xhat);
-      }
+      float* out = pgx + r * d_;
+      for (int64_t j = 0; j < d_; ++j)
+        out[j] = rstd * (dxhat[j] - mean_dxhat - xhat[j] * mean_dxhat_xhat);
     }
     return {gx, gw, gb};
   }
@@ -220,6 +231,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   std::vector<float> mean(rows), rstd(rows);
   Tensor out = Tensor::empty(x.shape());
   const float* px = x.data<float>();
+  const float* pw = weight.defined() ? weight.data<float>() : nullptr;
+  const float* pb = bias.defined() ? bias.data<float>() : nullptr;
   float* po = out.data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = px + r * d;
@@ -229,11 +242,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     for (int64_t j = 0; j < d; ++j) total_sq += (xr[j] - mu) * (xr[j] - mu);
     mean[r] = static_cast<float>(mu);
     rstd[r] = static_cast<float>(1.0 / std::sqrt(total_sq / d + eps));
-    for (int64_t j = 0; j < d; ++j) {
-      float y = (xr[j] - mean[r]) * rstd[r];
-      if (weight.defined()) y *= weight.data<float>()[j];
-      if (bias.defined()) y += bias.data<float>()[j];
-      po[r * d + j] = y;
+    const float m = mean[r], s = rstd[r];
+    float* yr = po + r * d;
+    for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * s;
+    if (pw) {
+      for (int64_t j = 0; j < d; ++j) yr[j] *= pw[j];
+    }
+    if (pb) {
+      for (int64_t j = 0; j < d; ++j) yr[j] += pb[j];
     }
   }
   if (any_requires_grad({x, weight, bias})) {

@@ -1,5 +1,6 @@
 // Ops that move elements without arithmetic: reshape (a view), permute/transpose, slice, cat,
 // expand. Their backward passes move the gradient back the same way.
+#include <algorithm>
 #include <cstring>
 
 #include "core/ops.h"
@@ -62,11 +63,25 @@ static Tensor permute_copy(const Tensor& x, const std::vector<int64_t>& order) {
   const float* px = x.data<float>();
   float* po = out.data<float>();
   int64_t n = out.numel();
+  if (n == 0) return out;
+  if (rank == 0) {
+    po[0] = px[0];
+    return out;
+  }
+  // Row by row along the last output dimension: a plain copy when it is also the input's last
+  // (the attention heads' permutes), a strided gather otherwise; the odometer over the other
+  // dimensions advances once per row.
+  const int64_t width = out_shape[rank - 1], step = strides[rank - 1];
   std::vector<int64_t> index(rank, 0);
   int64_t src = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    po[i] = px[src];
-    for (int64_t d = rank - 1; d >= 0; --d) {
+  for (int64_t row = 0; row < n / width; ++row) {
+    float* dst = po + row * width;
+    if (step == 1) {
+      std::copy(px + src, px + src + width, dst);
+    } else {
+      for (int64_t j = 0; j < width; ++j) dst[j] = px[src + j * step];
+    }
+    for (int64_t d = rank - 2; d >= 0; --d) {
       ++index[d];
       src += strides[d];
       if (index[d] < out_shape[d]) break;

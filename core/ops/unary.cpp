@@ -5,6 +5,7 @@
 
 #include "core/ops.h"
 #include "core/ops/op_util.h"
+#include "core/ops/vector_math.h"
 
 namespace pac {
 
@@ -99,10 +100,10 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
   constexpr float c = 0.044715f;
   if (approximation == GeluApproximation::none) {
     return unary_op(
-        x, "gelu", [](float v) { return 0.5f * v * (1.0f + std::erf(v * inv_sqrt2)); },
+        x, "gelu", [](float v) { return 0.5f * v * (1.0f + vec::erf(v * inv_sqrt2)); },
         [](float v, float) {
-          float cdf = 0.5f * (1.0f + std::erf(v * inv_sqrt2));
-          float pdf = inv_sqrt_2pi * std::exp(-0.5f * v * v);
+          float cdf = 0.5f * (1.0f + vec::erf(v * inv_sqrt2));
+          float pdf = inv_sqrt_2pi * vec::exp(-0.5f * v * v);
           return cdf + v * pdf;
         });
   }
