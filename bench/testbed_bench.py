@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
@@ -50,20 +51,31 @@ MODELS = {  # our options for the shapes of bench/peers/torch_step.py
 }
 
 
-def run(cmd, timeout):
-    """Runs cmd in a session of its own and returns its stdout; on timeout the whole session is
-    killed (mpiexec's and torch.multiprocessing's children too, which would hold the pipe open)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+def run_all(cmds, timeout):
+    """Runs the commands at the same time, each in a session of its own, and returns their stdouts;
+    on timeout every session is killed (mpiexec's and torch.multiprocessing's children too, which
+    would hold the pipes open)."""
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) for cmd in cmds]
+    deadline = time.monotonic() + timeout
+    outs = []
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        for cmd, proc in zip(cmds, procs):
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if proc.returncode != 0:
+                raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
+            outs.append(out)
+    except BaseException:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
         raise
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
-    return out
+    return outs
+
+
+def run(cmd, timeout):
+    return run_all([cmd], timeout)[0]
 
 
 def calibrate(rate, ranks):
@@ -76,19 +88,23 @@ def calibrate(rate, ranks):
 
 
 def ours(model, method, args, compute_only=False):
+    """Our trainer under mpiexec; compute-only: one process per rank, each training alone (no
+    communication), all at the same time, so that they share the cores as the ranks of a real run
+    do (with more ranks than cores, each gets a part of one)."""
     steps = args.steps + args.warmup
     with tempfile.TemporaryDirectory() as tmp:
-        metrics = os.path.join(tmp, "metrics.jsonl")
-        ranks = 1 if compute_only else args.ranks
-        cmd = ([] if compute_only else ["mpiexec", "--oversubscribe", "-n", str(ranks)]) + [
-            os.path.join(BUILD, "pactrain"), "train", *MODELS[model], "--image-size", "28",
-            "--num-classes", "10", "--data", "synthetic",
-            "--synthetic-size", str(args.batch * ranks * (steps + 1)), "--test-subset", "8",
-            "--batch", str(args.batch), "--max-steps", str(steps), "--epochs", "1",
-            "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
-            *(OURS["dense"] if compute_only else OURS[method])]
-        run(cmd, args.timeout)
-        records = [json.loads(line) for line in open(metrics)]
+        def command(metrics, ranks):
+            return ([] if ranks == 1 else ["mpiexec", "--oversubscribe", "-n", str(ranks)]) + [
+                os.path.join(BUILD, "pactrain"), "train", *MODELS[model], "--image-size", "28",
+                "--num-classes", "10", "--data", "synthetic",
+                "--synthetic-size", str(args.batch * ranks * (steps + 1)), "--test-subset", "8",
+                "--batch", str(args.batch), "--max-steps", str(steps), "--epochs", "1",
+                "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
+                *(OURS["dense"] if compute_only else OURS[method])]
+        files = [os.path.join(tmp, f"metrics{i}.jsonl")
+                 for i in range(args.ranks if compute_only else 1)]
+        run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)
+        records = [json.loads(line) for f in files for line in open(f)]
     steps_ = [r for r in records if r["kind"] == "step" and r["step"] > args.warmup]
     mean = lambda key: sum(r[key] for r in steps_) / len(steps_)
     step_s = mean("step_s")
