@@ -28,8 +28,12 @@ def table(runs, model, rate, compute_only):
     peers = [r["samples_per_s"] for r in rows if r["impl"] == "pytorch"]
     best_peer = max(peers) if peers else None
     link = rows[0].get("link_mbit")
+    steps = "/".join(str(n) for n in sorted({r["steps"] for r in rows if "steps" in r}))
+    commits = ", ".join(sorted({r["commit"] for r in rows}))
+    dates = ", ".join(sorted({r["date"] for r in rows}))
     out = [f"**{model}, {rate}** (calibrated link {link:.0f} Mbit/s; {rows[0]['ranks']} ranks, "
-           f"batch {rows[0]['batch']} per rank; {rows[0]['date']}, commit {rows[0]['commit']})", "",
+           f"batch {rows[0]['batch']} per rank{'; timed steps per run ' + steps if steps else ''}; "
+           f"{dates}, commit {commits})", "",
            "| method | samples/s | step s | compute / codec / exposed comm s | bytes/step | vs our dense | vs best PyTorch |",
            "|---|---:|---:|---|---:|---:|---:|"]
     if compute_only:

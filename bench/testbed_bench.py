@@ -3,7 +3,7 @@
 the link, then trains each model with each method for a few steps on synthetic data, pactrain under
 mpiexec and PyTorch DDP on gloo with the same model shapes, per-rank batch and one thread per rank,
 and appends one JSON object per run to --out:
-  rate, link_mbit (calibrated), model, method, impl, ranks, batch, samples_per_s, step_s,
+  rate, link_mbit (calibrated), model, method, impl, ranks, batch, steps (timed), samples_per_s, step_s,
   compute_s, codec_s, comm_exposed_s, bytes_per_step (per rank), date, commit
 The first --warmup steps of each of our runs are left out (connections, the pruning event, plans).
 Usage: testbed_bench.py --rate R --out FILE [--models a,b] [--methods m1,m2] [--ranks N]
@@ -157,7 +157,7 @@ def main():
                 print(f"{args.rate} {model} {method}: FAILED ({e})", flush=True)
                 continue
             r.update({"rate": args.rate, "link_mbit": link, "model": model, "method": method,
-                      "impl": impl, "ranks": args.ranks, "batch": args.batch,
+                      "impl": impl, "ranks": args.ranks, "batch": args.batch, "steps": args.steps,
                       "date": datetime.date.today().isoformat(), "commit": commit})
             with open(args.out, "a") as f:
                 f.write(json.dumps(r) + "\n")

@@ -4,9 +4,13 @@ trained by N processes with DistributedDataParallel over gloo on this machine, o
 --hook picks DDP's gradient communication: allreduce (the default, dense fp32), fp16
 (fp16_compress_hook), powersgd2 / powersgd4 (powerSGD_hook of rank 2 / 4, dense for the first 2
 steps, then compressed, with error feedback and warm start as PyTorch's defaults). DDP is built
-with broadcast_buffers=False: pactrain does not broadcast batch-norm buffers every step either, and
-with the broadcast on, PyTorch 1.13's powerSGD_hook aborts in gloo ("enforce fail at pair.cc:510
-op.preamble.length <= op.nbytes") on the ResNets.
+with broadcast_buffers=False: pactrain does not broadcast batch-norm buffers every step either.
+With powerSGD_hook, DDP gets one bucket for the whole model: with several, the hook issues each
+bucket's second and third all-reduce from gloo's completion callbacks, so two ranks can issue
+them in different orders; gloo then pairs all-reduces of different sizes and aborts ("enforce
+fail at pair.cc:510 op.preamble.length <= op.nbytes. 4608 vs 1044"), which PyTorch 1.13 did on
+ResNet-18 at every rate and on the ViT now and then. One bucket costs the hook its overlap with
+backward; its messages are small.
 Prints "name seconds_per_step" per model (rank 0), or with --json one JSON object per model with
 step_s and samples_per_s (all ranks together).
 Usage: torch_ddp.py [--ranks N] [--steps S] [--batch B] [--models a,b,c] [--hook H] [--json]"""
