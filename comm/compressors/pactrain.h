@@ -19,7 +19,7 @@ PactrainLayout pactrain_layout(const Bucket& bucket);
 // next, so an ordinary int64 sum all-reduce (ring, tree or NCCL) reduces them. 63 bits per word at
 // most, so the sums never reach the sign bit. With 2 ranks that is 21 values a word (3.05 bits
 // each, against 8 for one int8 per value). One integer per value (int8 up to 127 ranks, int16
-// beyond) is kept where it is smaller: from 64 to 127 ranks.
+// beyond) is used where it is no larger: from 64 to 127 ranks, and from 8192 on.
 struct TernaryWire {
   int bits = 0;      // field width; 0: one integer per value
   int per_word = 1;  // values per wire element
