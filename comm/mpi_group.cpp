@@ -73,60 +73,44 @@ class MpiWork : public Work {
   int rank_, size_;
 };
 
+// dst[i] = op(dst[i], src[i]) for a type the CPU adds directly (floats and integers).
+template <class T>
+void reduce_plain(void* dst, const void* src, int64_t n, bool take_max) {
+  auto* d = static_cast<T*>(dst);
+  auto* s = static_cast<const T*>(src);
+  for (int64_t i = 0; i < n; ++i)
+    d[i] = static_cast<T>(take_max ? std::max(d[i], s[i]) : d[i] + s[i]);
+}
+
+// The same for a 16-bit float, through f32.
+template <class T, float (*to_float)(T), T (*from_float)(float)>
+void reduce_through_f32(void* dst, const void* src, int64_t n, bool take_max) {
+  auto* d = static_cast<T*>(dst);
+  auto* s = static_cast<const T*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    float a = to_float(d[i]), b = to_float(s[i]);
+    d[i] = from_float(take_max ? std::max(a, b) : a + b);
+  }
+}
+
 // dst[i] = op(dst[i], src[i]) for n elements of `dtype`.
 void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
   bool take_max = op == ReduceOp::max;
   switch (dtype) {
-    case DType::f32: {
-      auto* d = static_cast<float*>(dst);
-      auto* s = static_cast<const float*>(src);
-      for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
-      return;
-    }
-    case DType::f16: {
-      auto* d = static_cast<Half*>(dst);
-      auto* s = static_cast<const Half*>(src);
-      for (int64_t i = 0; i < n; ++i) {
-        float a = half_to_float(d[i]), b = half_to_float(s[i]);
-        d[i] = float_to_half(take_max ? std::max(a, b) : a + b);
-      }
-      return;
-    }
-    case DType::bf16: {
-      auto* d = static_cast<BFloat16*>(dst);
-      auto* s = static_cast<const BFloat16*>(src);
-      for (int64_t i = 0; i < n; ++i) {
-        float a = bf16_to_float(d[i]), b = bf16_to_float(s[i]);
-        d[i] = float_to_bf16(take_max ? std::max(a, b) : a + b);
-      }
-      return;
-    }
-    case DType::i8: {
-      auto* d = static_cast<int8_t*>(dst);
-      auto* s = static_cast<const int8_t*>(src);
-      for (int64_t i = 0; i < n; ++i)
-        d[i] = static_cast<int8_t>(take_max ? std::max(d[i], s[i]) : d[i] + s[i]);
-      return;
-    }
-    case DType::i16: {
-      auto* d = static_cast<int16_t*>(dst);
-      auto* s = static_cast<const int16_t*>(src);
-      for (int64_t i = 0; i < n; ++i)
-        d[i] = static_cast<int16_t>(take_max ? std::max(d[i], s[i]) : d[i] + s[i]);
-      return;
-    }
-    case DType::i32: {
-      auto* d = static_cast<int32_t*>(dst);
-      auto* s = static_cast<const int32_t*>(src);
-      for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
-      return;
-    }
-    case DType::i64: {
-      auto* d = static_cast<int64_t*>(dst);
-      auto* s = static_cast<const int64_t*>(src);
-      for (int64_t i = 0; i < n; ++i) d[i] = take_max ? std::max(d[i], s[i]) : d[i] + s[i];
-      return;
-    }
+    case DType::f32:
+      return reduce_plain<float>(dst, src, n, take_max);
+    case DType::f16:
+      return reduce_through_f32<Half, half_to_float, float_to_half>(dst, src, n, take_max);
+    case DType::bf16:
+      return reduce_through_f32<BFloat16, bf16_to_float, float_to_bf16>(dst, src, n, take_max);
+    case DType::i8:
+      return reduce_plain<int8_t>(dst, src, n, take_max);
+    case DType::i16:
+      return reduce_plain<int16_t>(dst, src, n, take_max);
+    case DType::i32:
+      return reduce_plain<int32_t>(dst, src, n, take_max);
+    case DType::i64:
+      return reduce_plain<int64_t>(dst, src, n, take_max);
     default:
       PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i16, i32, i64)",
                dtype_name(dtype));

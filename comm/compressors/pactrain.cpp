@@ -71,14 +71,15 @@ namespace {
 // Writes ternary codes t in {-1, 0, 1} into a TernaryWire buffer, one after the other.
 class TernaryWriter {
  public:
-  TernaryWriter(Tensor& wire, const TernaryWire& layout) : wire_(wire), layout_(layout) {}
+  TernaryWriter(Tensor& wire, const TernaryWire& layout)
+      : data_(wire.raw_data()), layout_(layout) {}
 
   void put(int t) {
     if (layout_.bits == 0) {
       if (layout_.dtype == DType::i8)
-        wire_.data<int8_t>()[at_++] = static_cast<int8_t>(t);
+        static_cast<int8_t*>(data_)[at_++] = static_cast<int8_t>(t);
       else
-        wire_.data<int16_t>()[at_++] = static_cast<int16_t>(t);
+        static_cast<int16_t*>(data_)[at_++] = static_cast<int16_t>(t);
       return;
     }
     word_ |= static_cast<uint64_t>(t + 1) << (field_ * layout_.bits);
@@ -88,13 +89,13 @@ class TernaryWriter {
   // Stores a partly filled last word.
   void flush() {
     if (layout_.bits == 0 || field_ == 0) return;
-    wire_.data<int64_t>()[at_++] = static_cast<int64_t>(word_);
+    static_cast<int64_t*>(data_)[at_++] = static_cast<int64_t>(word_);
     word_ = 0;
     field_ = 0;
   }
 
  private:
-  Tensor& wire_;
+  void* data_;
   TernaryWire layout_;
   int64_t at_ = 0;
   uint64_t word_ = 0;
@@ -105,14 +106,14 @@ class TernaryWriter {
 class TernaryReader {
  public:
   TernaryReader(const Tensor& wire, const TernaryWire& layout, int world)
-      : wire_(wire), layout_(layout), world_(world) {}
+      : data_(wire.raw_data()), layout_(layout), world_(world) {}
 
   int next() {
     if (layout_.bits == 0) {
-      return layout_.dtype == DType::i8 ? wire_.data<int8_t>()[at_++]
-                                        : wire_.data<int16_t>()[at_++];
+      return layout_.dtype == DType::i8 ? static_cast<const int8_t*>(data_)[at_++]
+                                        : static_cast<const int16_t*>(data_)[at_++];
     }
-    if (field_ == 0) word_ = static_cast<uint64_t>(wire_.data<int64_t>()[at_++]);
+    if (field_ == 0) word_ = static_cast<uint64_t>(static_cast<const int64_t*>(data_)[at_++]);
     int sum = static_cast<int>(word_ & ((uint64_t(1) << layout_.bits) - 1)) - world_;
     word_ >>= layout_.bits;
     if (++field_ == layout_.per_word) field_ = 0;
@@ -120,7 +121,7 @@ class TernaryReader {
   }
 
  private:
-  const Tensor& wire_;
+  const void* data_;
   TernaryWire layout_;
   int world_;
   int64_t at_ = 0;
