@@ -22,4 +22,16 @@ AllocatorStats cpu_allocator_stats();
 // Returns every cached block to the system.
 void cpu_empty_cache();
 
+// The GPU's caching allocator (core/cuda/allocator.cu): the same statistics, counted in the size
+// classes it hands out. In a build without CUDA these throw.
+void* cuda_allocate(size_t nbytes);
+void cuda_free(void* ptr, size_t nbytes);
+AllocatorStats cuda_allocator_stats();
+void cuda_empty_cache();
+
+// Page-locked host memory: copies between it and the GPU run asynchronously at full bus speed.
+// Storage on the CPU uses it when asked for pinned memory (Tensor::pin_memory).
+void* pinned_allocate(size_t nbytes);
+void pinned_free(void* ptr, size_t nbytes);
+
 }  // namespace pac

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
 
 namespace pac::cpu {
 
@@ -14,7 +15,12 @@ struct ConvShape {
   int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
   int64_t out_h, out_w;
   bool has_bias;
-  bool operator==(const ConvShape&) const = default;
+  // Spelled out rather than defaulted: the CUDA files that share this struct are C++17.
+  auto fields() const {
+    return std::tie(batch, in_channels, height, width, out_channels, kernel_h, kernel_w, stride_h,
+                    stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out_h, out_w, has_bias);
+  }
+  bool operator==(const ConvShape& other) const { return fields() == other.fields(); }
 };
 
 // All pointers are dense NCHW / OIHW f32 buffers; bias and grad_bias may be null. In a build

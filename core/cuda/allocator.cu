@@ -1,0 +1,134 @@
+// The CUDA caching allocator behind Storage on a GPU, and the pinned host allocator used for
+// staging. cudaMalloc and cudaFree synchronise the device and cost tens of microseconds, so freed
+// blocks are kept by size class, as in the CPU allocator, and handed out again. Every kernel of
+// the framework runs on the one compute stream, so a block freed there can be reused by the next
+// allocation at once: stream order guarantees the old work is done before the new work starts.
+// Work on the communication stream keeps its tensors alive until it has been waited for.
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+
+namespace pac {
+
+namespace {
+
+// 512-byte granularity up to 1 MB, then 8 classes per doubling (at most 12.5% unused).
+size_t size_class(size_t nbytes) {
+  size_t rounded = (nbytes + 511) / 512 * 512;
+  if (rounded <= (size_t{1} << 20)) return rounded;
+  size_t octave = size_t{1} << (63 - __builtin_clzll(rounded));
+  size_t step = octave / 8;
+  return (rounded + step - 1) / step * step;
+}
+
+struct BlockCache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  AllocatorStats stats;
+};
+
+BlockCache& device_cache() {
+  static BlockCache* instance = new BlockCache();  // outlives static teardown, as the storages do
+  return *instance;
+}
+
+BlockCache& pinned_cache() {
+  static BlockCache* instance = new BlockCache();
+  return *instance;
+}
+
+// Takes a block of class `cls` from the cache, or returns null.
+void* take_cached(BlockCache& c, size_t cls) {
+  std::lock_guard<std::mutex> lock(c.mutex);
+  ++c.stats.allocations;
+  c.stats.current_bytes += cls;
+  c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.current_bytes);
+  auto it = c.free_blocks.find(cls);
+  if (it == c.free_blocks.end() || it->second.empty()) return nullptr;
+  void* block = it->second.back();
+  it->second.pop_back();
+  c.stats.cached_bytes -= cls;
+  ++c.stats.cache_hits;
+  return block;
+}
+
+void give_back(BlockCache& c, void* ptr, size_t cls) {
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.current_bytes -= cls;
+  c.stats.cached_bytes += cls;
+  c.free_blocks[cls].push_back(ptr);
+}
+
+template <class Release>
+void release_all(BlockCache& c, Release release) {
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [cls, blocks] : c.free_blocks) {
+    for (void* block : blocks) release(block);
+  }
+  c.free_blocks.clear();
+  c.stats.cached_bytes = 0;
+}
+
+}  // namespace
+
+void* cuda_allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  size_t cls = size_class(nbytes);
+  BlockCache& c = device_cache();
+  if (void* block = take_cached(c, cls)) return block;
+  cuda::compute_stream();  // selects the device before the first cudaMalloc
+  void* block = nullptr;
+  cudaError_t status = cudaMalloc(&block, cls);
+  if (status == cudaErrorMemoryAllocation) {
+    // The cache may hold enough in other size classes: give it all back and try once more.
+    cudaGetLastError();
+    cuda::synchronize();
+    release_all(c, [](void* p) { cudaFree(p); });
+    status = cudaMalloc(&block, cls);
+  }
+  if (status != cudaSuccess) {
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.stats.current_bytes -= cls;
+    }
+    PAC_FAIL("out of GPU memory allocating {} bytes ({} bytes in use by tensors): {}", nbytes,
+             cuda_allocator_stats().current_bytes, cudaGetErrorString(status));
+  }
+  return block;
+}
+
+void cuda_free(void* ptr, size_t nbytes) {
+  if (ptr != nullptr) give_back(device_cache(), ptr, size_class(nbytes));
+}
+
+AllocatorStats cuda_allocator_stats() {
+  BlockCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.stats;
+}
+
+void cuda_empty_cache() {
+  cuda::synchronize();
+  release_all(device_cache(), [](void* p) { cudaFree(p); });
+}
+
+void* pinned_allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  size_t cls = size_class(nbytes);
+  BlockCache& c = pinned_cache();
+  if (void* block = take_cached(c, cls)) return block;
+  void* block = nullptr;
+  CUDA_CHECK(cudaHostAlloc(&block, cls, cudaHostAllocDefault));
+  return block;
+}
+
+void pinned_free(void* ptr, size_t nbytes) {
+  if (ptr != nullptr) give_back(pinned_cache(), ptr, size_class(nbytes));
+}
+
+}  // namespace pac

@@ -1,0 +1,173 @@
+// Convolution through cuDNN. The first call with a given shape times cuDNN's algorithms
+// (cudnnFind*, as PyTorch's cudnn.benchmark) and remembers the fastest for the forward, the
+// data gradient and the filter gradient; workspaces come from the caching allocator.
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/cuda/kernels.h"
+#include "core/cuda/launch.cuh"
+
+namespace pac::cuda {
+
+namespace {
+
+int as_int(int64_t v) { return static_cast<int>(v); }
+
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t forward_algo{};
+  cudnnConvolutionBwdDataAlgo_t data_algo{};
+  cudnnConvolutionBwdFilterAlgo_t filter_algo{};
+  size_t forward_bytes = 0, data_bytes = 0, filter_bytes = 0;
+  bool data_ready = false, filter_ready = false;  // backward algorithms are found on first use
+
+  explicit ConvPlan(const cpu::ConvShape& s) {
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.batch),
+                                           as_int(s.in_channels), as_int(s.height),
+                                           as_int(s.width)));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.batch),
+                                           as_int(s.out_channels), as_int(s.out_h),
+                                           as_int(s.out_w)));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                           as_int(s.out_channels), 1, 1));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                           as_int(s.out_channels),
+                                           as_int(s.in_channels / s.groups), as_int(s.kernel_h),
+                                           as_int(s.kernel_w)));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv, as_int(s.pad_h), as_int(s.pad_w), as_int(s.stride_h), as_int(s.stride_w),
+        as_int(s.dilation_h), as_int(s.dilation_w), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, as_int(s.groups)));
+    // Default math lets cuDNN use TF32 tensor cores for fp32; FMA math keeps full fp32.
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allow_tf32() ? CUDNN_DEFAULT_MATH
+                                                               : CUDNN_FMA_MATH));
+    int found = 0;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cudnn(), x, w, conv, y,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
+                                                     perf));
+    int best = first_usable(perf, found, "forward");
+    forward_algo = perf[best].algo;
+    forward_bytes = perf[best].memory;
+  }
+  ~ConvPlan() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(bias);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+
+  void find_data_algorithm() {
+    int found = 0;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+        cudnn(), w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
+    int best = first_usable(perf, found, "backward data");
+    data_algo = perf[best].algo;
+    data_bytes = perf[best].memory;
+    data_ready = true;
+  }
+
+  void find_filter_algorithm() {
+    int found = 0;
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
+        cudnn(), x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
+    int best = first_usable(perf, found, "backward filter");
+    filter_algo = perf[best].algo;
+    filter_bytes = perf[best].memory;
+    filter_ready = true;
+  }
+
+  // cudnnFind* sorts by time; the first entry that ran is the fastest.
+  template <class Perf>
+  static int first_usable(const Perf* perf, int found, const char* what) {
+    for (int i = 0; i < found; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) return i;
+    }
+    PAC_FAIL("conv2d: cuDNN found no {} algorithm for this shape", what);
+  }
+};
+
+// A scratch buffer from the caching allocator for one call.
+class Workspace {
+ public:
+  explicit Workspace(size_t bytes) : bytes_(bytes), data_(cuda_allocate(bytes)) {}
+  ~Workspace() { cuda_free(data_, bytes_); }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  void* data_;
+};
+
+ConvPlan& plan_for(const cpu::ConvShape& s) {
+  static std::mutex mutex;
+  static auto* plans = new std::vector<std::pair<std::pair<cpu::ConvShape, bool>,
+                                                 std::unique_ptr<ConvPlan>>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto key = std::make_pair(s, allow_tf32());
+  for (auto& [k, plan] : *plans) {
+    if (k == key) return *plan;
+  }
+  plans->emplace_back(key, std::make_unique<ConvPlan>(s));
+  return *plans->back().second;
+}
+
+}  // namespace
+
+void conv_forward(const cpu::ConvShape& s, const float* x, const float* w, const float* bias,
+                  float* y) {
+  ConvPlan& p = plan_for(s);
+  Workspace workspace(p.forward_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn(), &one, p.x, x, p.w, w, p.conv, p.forward_algo,
+                                      workspace.data(), workspace.size(), &zero, p.y, y));
+  if (bias != nullptr) CUDNN_CHECK(cudnnAddTensor(cudnn(), &one, p.bias, bias, &one, p.y, y));
+}
+
+void conv_backward_data(const cpu::ConvShape& s, const float* grad_y, const float* w,
+                        float* grad_x) {
+  ConvPlan& p = plan_for(s);
+  if (!p.data_ready) p.find_data_algorithm();
+  Workspace workspace(p.data_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn(), &one, p.w, w, p.y, grad_y, p.conv,
+                                           p.data_algo, workspace.data(), workspace.size(), &zero,
+                                           p.x, grad_x));
+}
+
+void conv_backward_filter(const cpu::ConvShape& s, const float* x, const float* grad_y,
+                          float* grad_w, float* grad_bias) {
+  ConvPlan& p = plan_for(s);
+  const float one = 1.0f, zero = 0.0f;
+  if (grad_w != nullptr) {
+    if (!p.filter_ready) p.find_filter_algorithm();
+    Workspace workspace(p.filter_bytes);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn(), &one, p.x, x, p.y, grad_y, p.conv,
+                                               p.filter_algo, workspace.data(), workspace.size(),
+                                               &zero, p.w, grad_w));
+  }
+  if (grad_bias != nullptr) {
+    CUDNN_CHECK(
+        cudnnConvolutionBackwardBias(cudnn(), &one, p.y, grad_y, &zero, p.bias, grad_bias));
+  }
+}
+
+}  // namespace pac::cuda
