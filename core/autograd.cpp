@@ -80,7 +80,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
               "backward: a gradient can be implied only for single-element outputs, got {}; pass "
               "grad_output",
               root.str());
-    seed = Tensor::ones(root.shape());
+    seed = Tensor::ones(root.shape(), root.device());
   }
   PAC_CHECK(seed.shape() == root.shape(), "backward: grad_output {} does not match output {}",
             seed.str(), root.str());

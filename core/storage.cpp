@@ -5,12 +5,27 @@
 
 namespace pac {
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  PAC_CHECK(device.is_cpu(), "Storage: device {} is not supported by this build's allocator",
+Storage::Storage(size_t nbytes, Device device, bool pinned)
+    : nbytes_(nbytes), device_(device), pinned_(pinned) {
+  PAC_CHECK(!pinned || device.is_cpu(), "Storage: only host memory can be pinned, not {}",
             device.str());
-  data_ = cpu_allocate(nbytes);
+  if (!device.is_cpu()) {
+    PAC_CHECK(cuda_compiled(), "Storage: {} requested, but this build has no CUDA backend",
+              device.str());
+    data_ = cuda_allocate(nbytes);
+  } else {
+    data_ = pinned ? pinned_allocate(nbytes) : cpu_allocate(nbytes);
+  }
 }
 
-Storage::~Storage() { cpu_free(data_, nbytes_); }
+Storage::~Storage() {
+  if (!device_.is_cpu()) {
+    cuda_free(data_, nbytes_);
+  } else if (pinned_) {
+    pinned_free(data_, nbytes_);
+  } else {
+    cpu_free(data_, nbytes_);
+  }
+}
 
 }  // namespace pac

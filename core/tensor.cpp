@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/autograd.h"
+#include "core/cuda/kernels.h"
 
 namespace pac {
 
@@ -29,16 +30,20 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(impl);
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, t.nbytes());
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (t.is_cuda()) {
+    cuda::zero_bytes(t.raw_data(), t.nbytes());
+  } else {
+    std::memset(t.raw_data(), 0, t.nbytes());
+  }
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape) { return full(shape, 1.0f); }
+Tensor Tensor::ones(const Shape& shape, Device device) { return full(shape, 1.0f, device); }
 
-Tensor Tensor::full(const Shape& shape, float value) {
-  Tensor t = empty(shape);
+Tensor Tensor::full(const Shape& shape, float value, Device device) {
+  Tensor t = empty(shape, DType::f32, device);
   t.fill_(value);
   return t;
 }
@@ -105,10 +110,12 @@ static float element_as_float(const void* base, DType dtype, int64_t i) {
 float Tensor::item() const {
   PAC_CHECK(numel() == 1, "Tensor::item: tensor {} has {} elements, expected exactly one", str(),
             numel());
+  if (is_cuda()) return cpu().item();
   return element_as_float(raw_data(), dtype(), 0);
 }
 
 std::vector<float> Tensor::to_vector() const {
+  if (is_cuda()) return cpu().to_vector();
   std::vector<float> out(numel());
   const void* base = raw_data();
   for (int64_t i = 0, count = numel(); i < count; ++i) out[i] = element_as_float(base, dtype(), i);
@@ -131,7 +138,32 @@ Tensor Tensor::detach() const { return view_flat(0, shape()); }
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape(), dtype(), device());
-  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  t.copy_bytes_from(*this);
+  return t;
+}
+
+void Tensor::copy_bytes_from(const Tensor& source) const {
+  if (is_cuda() || source.is_cuda()) {
+    cuda::copy_bytes(raw_data(), is_cuda(), source.raw_data(), source.is_cuda(), nbytes());
+  } else {
+    std::memmove(raw_data(), source.raw_data(), nbytes());
+  }
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor t = empty(shape(), dtype(), target);
+  t.copy_bytes_from(*this);
+  return t;
+}
+
+Tensor Tensor::pin_memory() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(nbytes(), Device::cpu(), /*pinned=*/true);
+  impl->shape = shape();
+  impl->dtype = dtype();
+  Tensor t(impl);
+  t.copy_bytes_from(*this);
   return t;
 }
 
@@ -139,6 +171,10 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return clone();
   Tensor out = empty(shape(), target, device());
+  if (is_cuda()) {
+    cuda::convert(raw_data(), dtype(), out.raw_data(), target, numel());
+    return out;
+  }
   const void* src = raw_data();
   void* dst = out.raw_data();
   for (int64_t i = 0, count = numel(); i < count; ++i) {
@@ -182,17 +218,19 @@ Tensor& Tensor::copy_(const Tensor& source) {
   check_inplace_allowed(*this, "Tensor::copy_");
   PAC_CHECK(source.shape() == shape() && source.dtype() == dtype(),
             "Tensor::copy_: source {} does not match destination {}", source.str(), str());
-  std::memmove(raw_data(), source.raw_data(), nbytes());
+  copy_bytes_from(source);
   return *this;
 }
 
 Tensor& Tensor::fill_(float value) {
   check_inplace_allowed(*this, "Tensor::fill_");
-  if (dtype() == DType::f32) {
+  if (dtype() != DType::f32) {
+    copy_(Tensor::full(shape(), value, device()).to(dtype()));
+  } else if (is_cuda()) {
+    cuda::fill(data<float>(), value, numel());
+  } else {
     float* p = data<float>();
     for (int64_t i = 0, count = numel(); i < count; ++i) p[i] = value;
-  } else {
-    copy_(Tensor::full(shape(), value).to(dtype()));
   }
   return *this;
 }

@@ -46,9 +46,9 @@ class Tensor {
 
   // Factories. All return CPU tensors unless a device is given.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
-  static Tensor ones(const Shape& shape);
-  static Tensor full(const Shape& shape, float value);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor ones(const Shape& shape, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, float value, Device device = Device::cpu());
   static Tensor scalar(float value);
   static Tensor arange(int64_t n, DType dtype = DType::f32);
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
@@ -62,12 +62,14 @@ class Tensor {
   int64_t numel() const { return shape_numel(impl()->shape); }
   DType dtype() const { return impl()->dtype; }
   Device device() const { return impl()->storage->device(); }
+  bool is_cuda() const { return !device().is_cpu(); }
   int64_t offset() const { return impl()->offset; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   const std::shared_ptr<Storage>& storage() const { return impl()->storage; }
   std::string str() const;  // "f32[2, 3]"
 
-  // Element access; data<T>() checks that T matches the dtype.
+  // Element access; data<T>() checks that T matches the dtype. On a GPU tensor these are device
+  // pointers, for kernels only; item() and to_vector() copy to the host first.
   void* raw_data() const;
   template <class T>
   T* data() const {
@@ -85,6 +87,12 @@ class Tensor {
   // Copies and in-place fills; in-place ops refuse leaves that require grad while grad mode is on.
   Tensor clone() const;
   Tensor to(DType dtype) const;
+  // A copy on `device` (this tensor itself when it is already there), like PyTorch's .to().
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+  // A copy in page-locked host memory, from which copies to the GPU run asynchronously.
+  Tensor pin_memory() const;
+  // Copies values from a tensor of the same shape and dtype, on any device.
   Tensor& copy_(const Tensor& source);
   Tensor& fill_(float value);
   Tensor& zero_() { return fill_(0.0f); }
@@ -111,6 +119,9 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  // Copies nbytes() raw bytes from `source` (same size), whichever devices the two are on.
+  void copy_bytes_from(const Tensor& source) const;
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -27,9 +27,9 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
   CUBLAS_CHECK(cublasSgemmStridedBatched(
-      cublas(), op(trans_b), op(trans_a), as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha,
-      b, as_int(ldb, "ldb"), stride_b, a, as_int(lda, "lda"), stride_a, &beta, c,
-      as_int(ldc, "ldc"), stride_c, as_int(batch, "batch")));
+      cublas(), op(trans_b), op(trans_a), as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, b,
+      as_int(ldb, "ldb"), stride_b, a, as_int(lda, "lda"), stride_a, &beta, c, as_int(ldc, "ldc"),
+      stride_c, as_int(batch, "batch")));
 }
 
 void broadcast_row(float* y, const float* row, int64_t rows, int64_t width) {

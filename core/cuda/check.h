@@ -9,12 +9,12 @@
 
 #include "core/error.h"
 
-#define PAC_LIBRARY_CHECK(call, ok, describe)                                                    \
-  do {                                                                                           \
-    auto pac_status_ = (call);                                                                   \
-    if (pac_status_ != (ok)) {                                                                   \
-      PAC_FAIL("{}:{}: {} failed: {}", __FILE__, __LINE__, #call, describe(pac_status_));        \
-    }                                                                                            \
+#define PAC_LIBRARY_CHECK(call, ok, describe)                                             \
+  do {                                                                                    \
+    auto pac_status_ = (call);                                                            \
+    if (pac_status_ != (ok)) {                                                            \
+      PAC_FAIL("{}:{}: {} failed: {}", __FILE__, __LINE__, #call, describe(pac_status_)); \
+    }                                                                                     \
   } while (0)
 
 #define CUDA_CHECK(call) PAC_LIBRARY_CHECK(call, cudaSuccess, cudaGetErrorString)
@@ -27,9 +27,9 @@
 #ifdef NDEBUG
 #define PAC_CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 #else
-#define PAC_CUDA_LAUNCH_CHECK()              \
-  do {                                       \
-    CUDA_CHECK(cudaGetLastError());          \
-    CUDA_CHECK(cudaDeviceSynchronize());     \
+#define PAC_CUDA_LAUNCH_CHECK()          \
+  do {                                   \
+    CUDA_CHECK(cudaGetLastError());      \
+    CUDA_CHECK(cudaDeviceSynchronize()); \
   } while (0)
 #endif

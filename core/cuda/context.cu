@@ -30,7 +30,8 @@ Context& ready() {
   CUDA_CHECK(cudaStreamCreateWithFlags(&c.comm, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&c.blas));
   CUBLAS_CHECK(cublasSetStream(c.blas, c.compute));
-  CUBLAS_CHECK(cublasSetMathMode(c.blas, c.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(
+      cublasSetMathMode(c.blas, c.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   CUDNN_CHECK(cudnnCreate(&c.dnn));
   CUDNN_CHECK(cudnnSetStream(c.dnn, c.compute));
   return c;
@@ -62,7 +63,8 @@ void set_allow_tf32(bool allow) {
   Context& c = context();
   c.tf32 = allow;
   if (c.blas != nullptr) {
-    CUBLAS_CHECK(cublasSetMathMode(c.blas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(
+        cublasSetMathMode(c.blas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
 }
 

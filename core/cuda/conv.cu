@@ -41,21 +41,19 @@ struct ConvPlan {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                            as_int(s.out_channels), 1, 1));
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                           as_int(s.out_channels),
-                                           as_int(s.in_channels / s.groups), as_int(s.kernel_h),
-                                           as_int(s.kernel_w)));
+                                           as_int(s.out_channels), as_int(s.in_channels / s.groups),
+                                           as_int(s.kernel_h), as_int(s.kernel_w)));
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv, as_int(s.pad_h), as_int(s.pad_w), as_int(s.stride_h), as_int(s.stride_w),
         as_int(s.dilation_h), as_int(s.dilation_w), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, as_int(s.groups)));
     // Default math lets cuDNN use TF32 tensor cores for fp32; FMA math keeps full fp32.
-    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allow_tf32() ? CUDNN_DEFAULT_MATH
-                                                               : CUDNN_FMA_MATH));
+    CUDNN_CHECK(
+        cudnnSetConvolutionMathType(conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     int found = 0;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cudnn(), x, w, conv, y,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
-                                                     perf));
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(
+        cudnn(), x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
     int best = first_usable(perf, found, "forward");
     forward_algo = perf[best].algo;
     forward_bytes = perf[best].memory;
@@ -119,8 +117,8 @@ class Workspace {
 
 ConvPlan& plan_for(const cpu::ConvShape& s) {
   static std::mutex mutex;
-  static auto* plans = new std::vector<std::pair<std::pair<cpu::ConvShape, bool>,
-                                                 std::unique_ptr<ConvPlan>>>();
+  static auto* plans =
+      new std::vector<std::pair<std::pair<cpu::ConvShape, bool>, std::unique_ptr<ConvPlan>>>();
   std::lock_guard<std::mutex> lock(mutex);
   auto key = std::make_pair(s, allow_tf32());
   for (auto& [k, plan] : *plans) {
@@ -148,9 +146,8 @@ void conv_backward_data(const cpu::ConvShape& s, const float* grad_y, const floa
   if (!p.data_ready) p.find_data_algorithm();
   Workspace workspace(p.data_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn(), &one, p.w, w, p.y, grad_y, p.conv,
-                                           p.data_algo, workspace.data(), workspace.size(), &zero,
-                                           p.x, grad_x));
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn(), &one, p.w, w, p.y, grad_y, p.conv, p.data_algo,
+                                           workspace.data(), workspace.size(), &zero, p.x, grad_x));
 }
 
 void conv_backward_filter(const cpu::ConvShape& s, const float* x, const float* grad_y,
@@ -165,8 +162,7 @@ void conv_backward_filter(const cpu::ConvShape& s, const float* x, const float* 
                                                &zero, p.w, grad_w));
   }
   if (grad_bias != nullptr) {
-    CUDNN_CHECK(
-        cudnnConvolutionBackwardBias(cudnn(), &one, p.y, grad_y, &zero, p.bias, grad_bias));
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(cudnn(), &one, p.y, grad_y, &zero, p.bias, grad_bias));
   }
 }
 

@@ -9,10 +9,14 @@ namespace {
 
 __device__ inline float apply_binary(BinaryOp op, float x, float y) {
   switch (op) {
-    case BinaryOp::add: return x + y;
-    case BinaryOp::sub: return x - y;
-    case BinaryOp::mul: return x * y;
-    case BinaryOp::div: return x / y;
+    case BinaryOp::add:
+      return x + y;
+    case BinaryOp::sub:
+      return x - y;
+    case BinaryOp::mul:
+      return x * y;
+    case BinaryOp::div:
+      return x / y;
   }
   return 0.0f;
 }
@@ -66,15 +70,24 @@ constexpr float kGeluCubic = 0.044715f;
 
 __device__ inline float unary_value(UnaryOp op, float p, float v) {
   switch (op) {
-    case UnaryOp::neg: return -v;
-    case UnaryOp::exp: return expf(v);
-    case UnaryOp::log: return logf(v);
-    case UnaryOp::sqrt: return sqrtf(v);
-    case UnaryOp::pow: return powf(v, p);
-    case UnaryOp::relu: return v > 0.0f ? v : 0.0f;
-    case UnaryOp::tanh: return tanhf(v);
-    case UnaryOp::sigmoid: return 1.0f / (1.0f + expf(-v));
-    case UnaryOp::gelu: return 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+    case UnaryOp::neg:
+      return -v;
+    case UnaryOp::exp:
+      return expf(v);
+    case UnaryOp::log:
+      return logf(v);
+    case UnaryOp::sqrt:
+      return sqrtf(v);
+    case UnaryOp::pow:
+      return powf(v, p);
+    case UnaryOp::relu:
+      return v > 0.0f ? v : 0.0f;
+    case UnaryOp::tanh:
+      return tanhf(v);
+    case UnaryOp::sigmoid:
+      return 1.0f / (1.0f + expf(-v));
+    case UnaryOp::gelu:
+      return 0.5f * v * (1.0f + erff(v * kInvSqrt2));
     case UnaryOp::gelu_tanh:
       return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
   }
@@ -83,14 +96,22 @@ __device__ inline float unary_value(UnaryOp op, float p, float v) {
 
 __device__ inline float unary_derivative(UnaryOp op, float p, float v, float y) {
   switch (op) {
-    case UnaryOp::neg: return -1.0f;
-    case UnaryOp::exp: return y;
-    case UnaryOp::log: return 1.0f / v;
-    case UnaryOp::sqrt: return 0.5f / y;
-    case UnaryOp::pow: return p * powf(v, p - 1.0f);
-    case UnaryOp::relu: return y > 0.0f ? 1.0f : 0.0f;
-    case UnaryOp::tanh: return 1.0f - y * y;
-    case UnaryOp::sigmoid: return y * (1.0f - y);
+    case UnaryOp::neg:
+      return -1.0f;
+    case UnaryOp::exp:
+      return y;
+    case UnaryOp::log:
+      return 1.0f / v;
+    case UnaryOp::sqrt:
+      return 0.5f / y;
+    case UnaryOp::pow:
+      return p * powf(v, p - 1.0f);
+    case UnaryOp::relu:
+      return y > 0.0f ? 1.0f : 0.0f;
+    case UnaryOp::tanh:
+      return 1.0f - y * y;
+    case UnaryOp::sigmoid:
+      return y * (1.0f - y);
     case UnaryOp::gelu: {
       float cdf = 0.5f * (1.0f + erff(v * kInvSqrt2));
       return cdf + v * kInvSqrt2Pi * expf(-0.5f * v * v);
@@ -162,8 +183,8 @@ void reduce_sum(const float* x, float* out, const Reduction& r, bool accumulate)
   // 32 to 512 threads: enough to cover the reduced elements without idle warps.
   int threads = 32;
   while (threads < 512 && threads < r.reduced) threads *= 2;
-  reduce_sum_kernel<<<static_cast<unsigned>(r.outputs), threads, 0, compute_stream()>>>(
-      x, out, r, accumulate);
+  reduce_sum_kernel<<<static_cast<unsigned>(r.outputs), threads, 0, compute_stream()>>>(x, out, r,
+                                                                                        accumulate);
   PAC_CUDA_LAUNCH_CHECK();
 }
 

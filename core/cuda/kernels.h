@@ -78,8 +78,7 @@ PAC_CUDA_FN(void reduce_sum(const float* x, float* out, const Reduction& r, bool
 PAC_CUDA_FN(void max_along(const float* x, float* out, int64_t* positions, int64_t outer,
                            int64_t size, int64_t inner))
 // out[positions[i]] += values[i] (atomic: overlapping pooling windows share inputs).
-PAC_CUDA_FN(void scatter_add(float* out, const int64_t* positions, const float* values,
-                             int64_t n))
+PAC_CUDA_FN(void scatter_add(float* out, const int64_t* positions, const float* values, int64_t n))
 // positions -> index along the reduced dimension (argmax).
 PAC_CUDA_FN(void position_to_index(const int64_t* positions, int64_t* out, int64_t n, int64_t size,
                                    int64_t inner))
@@ -90,16 +89,15 @@ PAC_CUDA_FN(void dropout_mask(float* mask, int64_t n, float keep, uint64_t seed)
 // --- softmax.cu ---
 PAC_CUDA_FN(void softmax_forward(const float* x, float* y, int64_t outer, int64_t size,
                                  int64_t inner, bool log_space))
-PAC_CUDA_FN(void softmax_backward(const float* y, const float* grad_y, float* grad_x,
-                                  int64_t outer, int64_t size, int64_t inner, bool log_space))
+PAC_CUDA_FN(void softmax_backward(const float* y, const float* grad_y, float* grad_x, int64_t outer,
+                                  int64_t size, int64_t inner, bool log_space))
 // loss = mean over rows of -(1 - eps) lp[label] - eps / C sum(lp); NaN when a label is out of
 // range (the device cannot throw; the trainer's finiteness check reports it).
-PAC_CUDA_FN(void cross_entropy_forward(const float* log_probs, const void* labels,
-                                       bool labels_i64, float* loss, int64_t n, int64_t c,
-                                       float smoothing))
-PAC_CUDA_FN(void cross_entropy_backward(const float* log_probs, const void* labels,
-                                        bool labels_i64, const float* grad_loss, float* grad_x,
-                                        int64_t n, int64_t c, float smoothing))
+PAC_CUDA_FN(void cross_entropy_forward(const float* log_probs, const void* labels, bool labels_i64,
+                                       float* loss, int64_t n, int64_t c, float smoothing))
+PAC_CUDA_FN(void cross_entropy_backward(const float* log_probs, const void* labels, bool labels_i64,
+                                        const float* grad_loss, float* grad_x, int64_t n, int64_t c,
+                                        float smoothing))
 PAC_CUDA_FN(void embedding_forward(const float* table, const void* indices, bool indices_i64,
                                    float* out, int64_t count, int64_t dim, int64_t vocab))
 PAC_CUDA_FN(void embedding_backward(const float* grad_out, const void* indices, bool indices_i64,
@@ -112,15 +110,13 @@ PAC_CUDA_FN(void layer_norm_forward(const float* x, const float* weight, const f
 // grad_x may be null; grad_weight and grad_bias (null when not wanted) are overwritten.
 PAC_CUDA_FN(void layer_norm_backward(const float* x, const float* weight, const float* mean,
                                      const float* rstd, const float* grad_y, float* grad_x,
-                                     float* grad_weight, float* grad_bias, int64_t rows,
-                                     int64_t d))
+                                     float* grad_weight, float* grad_bias, int64_t rows, int64_t d))
 // Training-mode batch norm over [n, c, s]; weight and bias must be real tensors (ones/zeros when
 // the layer has none); running statistics may be null. Saves mean and 1/std for backward.
-PAC_CUDA_FN(void batch_norm_forward_training(const float* x, const float* weight,
-                                             const float* bias, float* y, float* running_mean,
-                                             float* running_var, float* save_mean,
-                                             float* save_invstd, int64_t n, int64_t c, int64_t s,
-                                             float momentum, float eps))
+PAC_CUDA_FN(void batch_norm_forward_training(const float* x, const float* weight, const float* bias,
+                                             float* y, float* running_mean, float* running_var,
+                                             float* save_mean, float* save_invstd, int64_t n,
+                                             int64_t c, int64_t s, float momentum, float eps))
 PAC_CUDA_FN(void batch_norm_backward_training(const float* x, const float* weight,
                                               const float* save_mean, const float* save_invstd,
                                               const float* grad_y, float* grad_x,
@@ -144,8 +140,8 @@ PAC_CUDA_FN(void conv_forward(const cpu::ConvShape& s, const float* x, const flo
 PAC_CUDA_FN(void conv_backward_data(const cpu::ConvShape& s, const float* grad_y, const float* w,
                                     float* grad_x))
 // Either output may be null.
-PAC_CUDA_FN(void conv_backward_filter(const cpu::ConvShape& s, const float* x,
-                                      const float* grad_y, float* grad_w, float* grad_bias))
+PAC_CUDA_FN(void conv_backward_filter(const cpu::ConvShape& s, const float* x, const float* grad_y,
+                                      float* grad_w, float* grad_bias))
 enum class PoolKind { max, average_include_pad, average_exclude_pad };
 struct PoolShape {
   int64_t n, c, h, w, out_h, out_w, kernel, stride, padding;
@@ -175,8 +171,8 @@ PAC_CUDA_FN(void sgd_step(float* param, float* momentum_buf, const CompactGrad& 
                           bool first_step))
 // p = p * decay - step_size * m / (sqrt(v) / sqrt_bias2 + eps) after the moment updates.
 PAC_CUDA_FN(void adamw_step(float* param, float* exp_avg, float* exp_avg_sq,
-                            const CompactGrad& grad, float step_size, float sqrt_bias2,
-                            float beta1, float beta2, float eps, float decay))
+                            const CompactGrad& grad, float step_size, float sqrt_bias2, float beta1,
+                            float beta2, float eps, float decay))
 
 #ifndef PAC_WITH_CUDA
 #pragma GCC diagnostic pop

@@ -48,7 +48,8 @@ __device__ inline float block_sum(float v, float* scratch) {
 }
 
 __device__ inline float block_max(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, offset));
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
@@ -56,7 +57,8 @@ __device__ inline float block_max(float v, float* scratch) {
   int warps = (blockDim.x + 31) / 32;
   v = lane < warps ? scratch[lane] : -INFINITY;
   if (warp == 0) {
-    for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, offset));
+    for (int offset = 16; offset > 0; offset /= 2)
+      v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, offset));
     if (lane == 0) scratch[0] = v;
   }
   __syncthreads();

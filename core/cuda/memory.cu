@@ -7,13 +7,11 @@
 
 namespace pac::cuda {
 
-void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
-                size_t nbytes) {
+void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t nbytes) {
   if (nbytes == 0) return;
-  cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice
-                                                       : cudaMemcpyHostToDevice)
-                                      : (src_on_device ? cudaMemcpyDeviceToHost
-                                                       : cudaMemcpyHostToHost);
+  cudaMemcpyKind kind = dst_on_device
+                            ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                            : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, compute_stream()));
   // The host side may be freed or read as soon as we return.
   if (!dst_on_device || !src_on_device) synchronize();
@@ -39,28 +37,52 @@ namespace {
 
 __device__ float load_as_float(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return __half2float(static_cast<const __half*>(base)[i]);
-    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-    case DType::i8: return static_cast<const int8_t*>(base)[i];
-    case DType::i16: return static_cast<const int16_t*>(base)[i];
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[i]);
-    case DType::i64: return static_cast<float>(static_cast<const int64_t*>(base)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(base)[i];
+    case DType::f32:
+      return static_cast<const float*>(base)[i];
+    case DType::f16:
+      return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::bf16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    case DType::i8:
+      return static_cast<const int8_t*>(base)[i];
+    case DType::i16:
+      return static_cast<const int16_t*>(base)[i];
+    case DType::i32:
+      return static_cast<float>(static_cast<const int32_t*>(base)[i]);
+    case DType::i64:
+      return static_cast<float>(static_cast<const int64_t*>(base)[i]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(base)[i];
   }
   return 0.0f;
 }
 
 __device__ void store_float(void* base, DType dtype, int64_t i, float v) {
   switch (dtype) {
-    case DType::f32: static_cast<float*>(base)[i] = v; break;
-    case DType::f16: static_cast<__half*>(base)[i] = __float2half_rn(v); break;
-    case DType::bf16: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v); break;
-    case DType::i8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case DType::i16: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v); break;
-    case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case DType::u8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
+    case DType::f32:
+      static_cast<float*>(base)[i] = v;
+      break;
+    case DType::f16:
+      static_cast<__half*>(base)[i] = __float2half_rn(v);
+      break;
+    case DType::bf16:
+      static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
+      break;
+    case DType::i8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::i16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
   }
 }
 

@@ -16,7 +16,8 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* weight, c
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) total += row[j];
   float mean = block_sum(total, scratch) / static_cast<float>(d);
   float squares = 0.0f;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) squares += (row[j] - mean) * (row[j] - mean);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    squares += (row[j] - mean) * (row[j] - mean);
   float rstd = rsqrtf(block_sum(squares, scratch) / static_cast<float>(d) + eps);
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     float v = (row[j] - mean) * rstd;
@@ -88,9 +89,9 @@ void layer_norm_forward(const float* x, const float* weight, const float* bias, 
   PAC_CUDA_LAUNCH_CHECK();
 }
 
-void layer_norm_backward(const float* x, const float* weight, const float* mean,
-                         const float* rstd, const float* grad_y, float* grad_x,
-                         float* grad_weight, float* grad_bias, int64_t rows, int64_t d) {
+void layer_norm_backward(const float* x, const float* weight, const float* mean, const float* rstd,
+                         const float* grad_y, float* grad_x, float* grad_weight, float* grad_bias,
+                         int64_t rows, int64_t d) {
   if (rows == 0 || d == 0) return;
   if (grad_x != nullptr) {
     layer_norm_backward_input_kernel<<<static_cast<unsigned>(rows), threads_for(d), 0,
@@ -157,10 +158,10 @@ void batch_norm_backward_training(const float* x, const float* weight, const flo
   check_epsilon(eps);
   BatchNormDescriptors desc(n, c, s);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, desc.data, x, desc.data, grad_y,
-      desc.data, grad_x, desc.channels, weight, grad_weight, grad_bias, eps, save_mean,
-      save_invstd));
+  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
+                                              &zero, desc.data, x, desc.data, grad_y, desc.data,
+                                              grad_x, desc.channels, weight, grad_weight, grad_bias,
+                                              eps, save_mean, save_invstd));
 }
 
 }  // namespace pac::cuda

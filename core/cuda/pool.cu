@@ -58,8 +58,8 @@ void pool_backward(PoolKind kind, const PoolShape& s, const float* x, const floa
                    const float* grad_y, float* grad_x) {
   PoolDescriptors d(kind, s);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingBackward(cudnn(), d.pool, &one, d.y, y, d.y, grad_y, d.x, x, &zero, d.x,
-                                   grad_x));
+  CUDNN_CHECK(
+      cudnnPoolingBackward(cudnn(), d.pool, &one, d.y, y, d.y, grad_y, d.x, x, &zero, d.x, grad_x));
 }
 
 void adaptive_avg_pool_forward(const float* x, float* y, int64_t planes, int64_t h, int64_t w,

@@ -122,8 +122,8 @@ __global__ void cross_entropy_kernel(const float* lp, const void* labels, bool i
 
 }  // namespace
 
-void cross_entropy_forward(const float* log_probs, const void* labels, bool labels_i64,
-                           float* loss, int64_t n, int64_t c, float smoothing) {
+void cross_entropy_forward(const float* log_probs, const void* labels, bool labels_i64, float* loss,
+                           int64_t n, int64_t c, float smoothing) {
   cross_entropy_kernel<<<1, 512, 0, compute_stream()>>>(log_probs, labels, labels_i64, loss, n, c,
                                                         smoothing);
   PAC_CUDA_LAUNCH_CHECK();

@@ -1,6 +1,7 @@
-// 2-D convolution as im2col + GEMM. A few images are unfolded side by side so that one GEMM per
-// group covers them all: small feature maps (14x14, 7x7) would otherwise make GEMMs too narrow
-// to run fast. Backward recomputes the columns instead of keeping them from forward: less memory.
+// 2-D convolution: cuDNN on the GPU; on the CPU oneDNN or the reference im2col + GEMM. A few images
+// are unfolded side by side so that one GEMM per group covers them all: small feature maps (14x14,
+// 7x7) would otherwise make GEMMs too narrow to run fast. Backward recomputes the columns instead
+// of keeping them from forward: less memory.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "core/cpu/dnnl_conv.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -43,6 +45,8 @@ struct ConvPlan {
 ConvPlan plan_conv(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& o) {
   detail::check_float(x, "conv2d", "x");
   detail::check_float(w, "conv2d", "weight");
+  detail::check_same_device(x, w, "conv2d", "weight");
+  detail::check_same_device(x, bias, "conv2d", "bias");
   PAC_CHECK(x.dim() == 4, "conv2d: input must be [N, C, H, W], got {}", x.str());
   PAC_CHECK(w.dim() == 4, "conv2d: weight must be [OC, C/groups, KH, KW], got {}", w.str());
   PAC_CHECK(o.groups >= 1 && x.size(1) % o.groups == 0 && w.size(0) % o.groups == 0,
@@ -126,6 +130,7 @@ class Conv2dBackward : public Node {
   std::string name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(const Tensor& g) override {
+    if (g.is_cuda()) return apply_cudnn(g);
     if (algorithm_ == ConvAlgorithm::dnnl) return apply_dnnl(g);
     const ConvPlan& p = plan_;
     const auto& geo = p.geometry;
@@ -171,6 +176,23 @@ class Conv2dBackward : public Node {
   }
 
  private:
+  std::vector<Tensor> apply_cudnn(const Tensor& g) {
+    auto shape = dnnl_shape(plan_, has_bias_);
+    Tensor gx, gw, gb;
+    if (needs_grad(0)) {
+      gx = detail::empty_on(x_shape_, g);
+      cuda::conv_backward_data(shape, g.data<float>(), w_.data<float>(), gx.data<float>());
+    }
+    if (needs_grad(1)) gw = detail::empty_on(w_shape_, g);
+    if (has_bias_ && needs_grad(2)) gb = detail::empty_on({plan_.out_channels}, g);
+    if (gw.defined() || gb.defined()) {
+      cuda::conv_backward_filter(shape, gw.defined() ? x_.data<float>() : nullptr, g.data<float>(),
+                                 gw.defined() ? gw.data<float>() : nullptr,
+                                 gb.defined() ? gb.data<float>() : nullptr);
+    }
+    return {gx, gw, gb};
+  }
+
   std::vector<Tensor> apply_dnnl(const Tensor& g) {
     auto shape = dnnl_shape(plan_, has_bias_);
     Tensor gx, gw, gb;
@@ -258,9 +280,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& options) {
   ConvPlan p = plan_conv(x, weight, bias, options);
   const auto& geo = p.geometry;
-  Tensor out = Tensor::empty({p.batch, p.out_channels, geo.out_h, geo.out_w});
+  Tensor out = detail::empty_on({p.batch, p.out_channels, geo.out_h, geo.out_w}, x);
   ConvAlgorithm algorithm = current_algorithm;
-  if (algorithm == ConvAlgorithm::dnnl) {
+  if (x.is_cuda()) {
+    cuda::conv_forward(dnnl_shape(p, bias.defined()), x.data<float>(), weight.data<float>(),
+                       bias.defined() ? bias.data<float>() : nullptr, out.data<float>());
+  } else if (algorithm == ConvAlgorithm::dnnl) {
     cpu::dnnl_conv_forward(dnnl_shape(p, bias.defined()), x.data<float>(), weight.data<float>(),
                            bias.defined() ? bias.data<float>() : nullptr, out.data<float>());
   } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -64,12 +65,36 @@ static void for_each_row(const Shape& out, const std::vector<int64_t>& sa,
   }
 }
 
+// The GPU kernels' description of a broadcast: output sizes and each input's strides.
+static cuda::Strided strided_geometry(const Shape& out, const std::vector<int64_t>& sa,
+                                      const std::vector<int64_t>& sb, const char* op) {
+  PAC_CHECK(out.size() <= cuda::kMaxDims, "{}: tensors of {} dims exceed the GPU kernels' {}", op,
+            out.size(), cuda::kMaxDims);
+  cuda::Strided g;
+  g.rank = static_cast<int>(out.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    g.size[d] = out[d];
+    g.stride_a[d] = sa[d];
+    g.stride_b[d] = sb[d];
+  }
+  return g;
+}
+
 template <class F>
-static Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
+static Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op,
+                               cuda::BinaryOp cuda_op, F f) {
   check_float(a, op, "a");
   check_float(b, op, "b");
+  detail::check_same_device(a, b, op, "b");
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = Tensor::empty(shape);
+  Tensor out = detail::empty_on(shape, a);
+  if (a.is_cuda()) {
+    auto geometry = strided_geometry(shape, broadcast_strides(a.shape(), shape),
+                                     broadcast_strides(b.shape(), shape), op);
+    cuda::binary(cuda_op, a.data<float>(), b.data<float>(), out.data<float>(), out.numel(),
+                 geometry);
+    return out;
+  }
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* po = out.data<float>();
@@ -91,12 +116,44 @@ static Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op,
   return out;
 }
 
+// The GPU kernels' description of summing a tensor of shape `in` down to `out` (which broadcasts
+// to `in`): dimensions where out has size 1 (or is missing) are reduced, the others kept.
+static cuda::Reduction reduction_onto(const Shape& in, const Shape& out) {
+  PAC_CHECK(in.size() <= cuda::kMaxDims, "sum_to: tensors of {} dims exceed the GPU kernels' {}",
+            in.size(), cuda::kMaxDims);
+  cuda::Reduction r;
+  size_t lead = in.size() - out.size();
+  int64_t stride = 1;
+  std::vector<int64_t> strides(in.size());
+  for (size_t k = in.size(); k-- > 0;) {
+    strides[k] = stride;
+    stride *= in[k];
+  }
+  for (size_t d = 0; d < in.size(); ++d) {
+    bool reduced = d < lead || (out[d - lead] == 1 && in[d] != 1);
+    if (reduced) {
+      r.reduced_size[r.reduced_rank] = in[d];
+      r.reduced_stride[r.reduced_rank++] = strides[d];
+      r.reduced *= in[d];
+    } else {
+      r.kept_size[r.kept_rank] = in[d];
+      r.kept_stride[r.kept_rank++] = strides[d];
+      r.outputs *= in[d];
+    }
+  }
+  return r;
+}
+
 Tensor sum_to(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
   Shape check = broadcast_shapes(shape, t.shape(), "sum_to");
   PAC_CHECK(check == t.shape(), "sum_to: {} cannot be summed down to {}", t.str(),
             shape_str(shape));
-  Tensor out = Tensor::zeros(shape);
+  Tensor out = detail::zeros_on(shape, t);
+  if (t.is_cuda()) {
+    cuda::reduce_sum(t.data<float>(), out.data<float>(), reduction_onto(t.shape(), shape), false);
+    return out;
+  }
   const float* pt = t.data<float>();
   float* po = out.data<float>();
   auto so = broadcast_strides(shape, t.shape());
@@ -134,7 +191,8 @@ class AddBackward : public Node {
 };
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary(a, b, "add", [](float x, float y) { return x + y; });
+  Tensor out =
+      broadcast_binary(a, b, "add", cuda::BinaryOp::add, [](float x, float y) { return x + y; });
   if (any_requires_grad({a, b})) {
     detail::record(out, {a, b}, std::make_shared<AddBackward>(a.shape(), b.shape(), 1.0f));
   }
@@ -142,7 +200,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary(a, b, "sub", [](float x, float y) { return x - y; });
+  Tensor out =
+      broadcast_binary(a, b, "sub", cuda::BinaryOp::sub, [](float x, float y) { return x - y; });
   if (any_requires_grad({a, b})) {
     detail::record(out, {a, b}, std::make_shared<AddBackward>(a.shape(), b.shape(), -1.0f));
   }
@@ -167,7 +226,8 @@ class MulBackward : public Node {
 };
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary(a, b, "mul", [](float x, float y) { return x * y; });
+  Tensor out =
+      broadcast_binary(a, b, "mul", cuda::BinaryOp::mul, [](float x, float y) { return x * y; });
   if (any_requires_grad({a, b})) {
     bool need_a = a.requires_grad(), need_b = b.requires_grad();
     auto node = std::make_shared<MulBackward>(need_b ? a.detach() : Tensor(),
@@ -196,7 +256,8 @@ class DivBackward : public Node {
 };
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary(a, b, "div", [](float x, float y) { return x / y; });
+  Tensor out =
+      broadcast_binary(a, b, "div", cuda::BinaryOp::div, [](float x, float y) { return x / y; });
   if (any_requires_grad({a, b})) {
     detail::record(out, {a, b}, std::make_shared<DivBackward>(a.detach(), b.detach()));
   }
@@ -218,20 +279,28 @@ class ScaleBackward : public Node {
 
 Tensor add_scalar(const Tensor& a, float value) {
   check_float(a, "add_scalar", "a");
-  Tensor out = Tensor::empty(a.shape());
+  Tensor out = detail::empty_on(a.shape(), a);
   const float* pa = a.data<float>();
   float* po = out.data<float>();
-  for (int64_t i = 0, count = a.numel(); i < count; ++i) po[i] = pa[i] + value;
+  if (a.is_cuda()) {
+    cuda::binary_scalar(cuda::BinaryOp::add, pa, value, po, a.numel());
+  } else {
+    for (int64_t i = 0, count = a.numel(); i < count; ++i) po[i] = pa[i] + value;
+  }
   if (any_requires_grad({a})) detail::record(out, {a}, std::make_shared<ScaleBackward>(1.0f));
   return out;
 }
 
 Tensor mul_scalar(const Tensor& a, float value) {
   check_float(a, "mul_scalar", "a");
-  Tensor out = Tensor::empty(a.shape());
+  Tensor out = detail::empty_on(a.shape(), a);
   const float* pa = a.data<float>();
   float* po = out.data<float>();
-  for (int64_t i = 0, count = a.numel(); i < count; ++i) po[i] = pa[i] * value;
+  if (a.is_cuda()) {
+    cuda::binary_scalar(cuda::BinaryOp::mul, pa, value, po, a.numel());
+  } else {
+    for (int64_t i = 0, count = a.numel(); i < count; ++i) po[i] = pa[i] * value;
+  }
   if (any_requires_grad({a})) detail::record(out, {a}, std::make_shared<ScaleBackward>(value));
   return out;
 }
@@ -243,14 +312,17 @@ void axpy_(Tensor& a, float alpha, const Tensor& b) {
   check_float(a, "axpy_", "a");
   check_float(b, "axpy_", "b");
   PAC_CHECK(a.shape() == b.shape(), "axpy_: shapes differ: a is {}, b is {}", a.str(), b.str());
+  detail::check_same_device(a, b, "axpy_", "b");
   float* pa = a.data<float>();
   const float* pb = b.data<float>();
+  if (a.is_cuda()) return cuda::axpy(pa, alpha, pb, a.numel());
   for (int64_t i = 0, count = a.numel(); i < count; ++i) pa[i] += alpha * pb[i];
 }
 
 void scale_(Tensor& a, float value) {
   check_float(a, "scale_", "a");
   float* pa = a.data<float>();
+  if (a.is_cuda()) return cuda::binary_scalar(cuda::BinaryOp::mul, pa, value, pa, a.numel());
   for (int64_t i = 0, count = a.numel(); i < count; ++i) pa[i] *= value;
 }
 

@@ -3,10 +3,30 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
 namespace pac {
+
+// On the GPU the indices stay there; an out-of-range one gives NaN rows instead of an error,
+// since the device cannot throw (the trainer's finiteness check reports it).
+class EmbeddingBackwardCuda : public Node {
+ public:
+  EmbeddingBackwardCuda(Shape table, Tensor indices)
+      : table_(std::move(table)), indices_(std::move(indices)) {}
+  std::string name() const override { return "EmbeddingBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gw = detail::zeros_on(table_, g);
+    cuda::embedding_backward(g.data<float>(), indices_.raw_data(), indices_.dtype() == DType::i64,
+                             gw.data<float>(), indices_.numel(), table_[1], table_[0]);
+    return {gw};
+  }
+
+ private:
+  Shape table_;
+  Tensor indices_;
+};
 
 class EmbeddingBackward : public Node {
  public:
@@ -35,7 +55,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   PAC_CHECK(indices.defined() && (indices.dtype() == DType::i64 || indices.dtype() == DType::i32),
             "embedding: indices must be i32 or i64, got {}",
             indices.defined() ? indices.str() : "undefined");
+  detail::check_same_device(weight, indices, "embedding", "indices");
   int64_t v = weight.size(0), d = weight.size(1);
+  if (weight.is_cuda()) {
+    Shape out_shape = indices.shape();
+    out_shape.push_back(d);
+    Tensor out = detail::empty_on(out_shape, weight);
+    cuda::embedding_forward(weight.data<float>(), indices.raw_data(), indices.dtype() == DType::i64,
+                            out.data<float>(), indices.numel(), d, v);
+    if (any_requires_grad({weight})) {
+      detail::record(out, {weight},
+                     std::make_shared<EmbeddingBackwardCuda>(weight.shape(), indices.detach()));
+    }
+    return out;
+  }
   std::vector<int64_t> rows(indices.numel());
   for (int64_t i = 0, count = indices.numel(); i < count; ++i) {
     rows[i] =

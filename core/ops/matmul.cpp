@@ -1,8 +1,10 @@
-// Matrix products on OpenBLAS. Leading dimensions of `a` fold into M when `b` is a matrix (the
-// Linear-layer case); equal leading dimensions on both sides give a batched product.
+// Matrix products on the CPU's GEMM (core/cpu/gemm.h) or cuBLAS. Leading dimensions of `a` fold
+// into M when `b` is a matrix (the Linear-layer case); equal leading dimensions on both sides give
+// a batched product.
 #include <algorithm>
 
 #include "core/cpu/gemm.h"
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -20,6 +22,7 @@ struct MatmulPlan {
 MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
   detail::check_float(a, "matmul", "a");
   detail::check_float(b, "matmul", "b");
+  detail::check_same_device(a, b, "matmul", "b");
   PAC_CHECK(a.dim() >= 2 && b.dim() >= 2,
             "matmul: both operands need at least 2 dims, a is {}, "
             "b is {}",
@@ -45,6 +48,23 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
   return p;
 }
 
+// `batch` row-major products C_i = alpha op(A_i) op(B_i) + beta C_i, the operands `stride_*`
+// floats apart (0 for one shared operand), on the device of `like`.
+void batched_gemm(const Tensor& like, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                  int64_t stride_b, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (like.is_cuda()) {
+    if (batch == 1)
+      return cuda::gemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    return cuda::gemm_batched(trans_a, trans_b, m, n, k, 1.0f, a, lda, stride_a, b, ldb, stride_b,
+                              0.0f, c, ldc, stride_c, batch);
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, a + i * stride_a, lda, b + i * stride_b, ldb, 0.0f,
+               c + i * stride_c, ldc);
+  }
+}
+
 }  // namespace
 
 class MatmulBackward : public Node {
@@ -62,21 +82,17 @@ class MatmulBackward : public Node {
     const MatmulPlan& p = plan_;
     Tensor ga, gb;
     const float* pg = g.data<float>();
+    // b is shared only when there is one product (its rows folded into M), so its stride is moot.
+    int64_t stride_b = p.shared_b ? 0 : p.k * p.n;
     if (needs_grad(0)) {
-      ga = Tensor::empty(a_shape_);
-      for (int64_t i = 0; i < p.batch; ++i) {
-        const float* bi = b_.data<float>() + (p.shared_b ? 0 : i * p.k * p.n);
-        cpu::sgemm(false, true, p.m, p.k, p.n, 1.0f, pg + i * p.m * p.n, p.n, bi, p.n, 0.0f,
-                   ga.data<float>() + i * p.m * p.k, p.k);
-      }
+      ga = detail::empty_on(a_shape_, g);
+      batched_gemm(g, false, true, p.m, p.k, p.n, pg, p.n, p.m * p.n, b_.data<float>(), p.n,
+                   stride_b, ga.data<float>(), p.k, p.m * p.k, p.batch);
     }
     if (needs_grad(1)) {
-      gb = Tensor::empty(b_shape_);
-      for (int64_t i = 0; i < p.batch; ++i) {
-        float* gbi = gb.data<float>() + (p.shared_b ? 0 : i * p.k * p.n);
-        cpu::sgemm(true, false, p.k, p.n, p.m, 1.0f, a_.data<float>() + i * p.m * p.k, p.k,
-                   pg + i * p.m * p.n, p.n, 0.0f, gbi, p.n);
-      }
+      gb = detail::empty_on(b_shape_, g);
+      batched_gemm(g, true, false, p.k, p.n, p.m, a_.data<float>(), p.k, p.m * p.k, pg, p.n,
+                   p.m * p.n, gb.data<float>(), p.n, stride_b, p.batch);
     }
     return {ga, gb};
   }
@@ -89,12 +105,9 @@ class MatmulBackward : public Node {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   MatmulPlan p = plan_matmul(a, b);
-  Tensor out = Tensor::empty(p.out_shape);
-  for (int64_t i = 0; i < p.batch; ++i) {
-    const float* bi = b.data<float>() + (p.shared_b ? 0 : i * p.k * p.n);
-    cpu::sgemm(false, false, p.m, p.n, p.k, 1.0f, a.data<float>() + i * p.m * p.k, p.k, bi, p.n,
-               0.0f, out.data<float>() + i * p.m * p.n, p.n);
-  }
+  Tensor out = detail::empty_on(p.out_shape, a);
+  batched_gemm(a, false, false, p.m, p.n, p.k, a.data<float>(), p.k, p.m * p.k, b.data<float>(),
+               p.n, p.shared_b ? 0 : p.k * p.n, out.data<float>(), p.n, p.m * p.n, p.batch);
   if (any_requires_grad({a, b})) {
     auto node = std::make_shared<MatmulBackward>(b.requires_grad() ? a.detach() : Tensor(),
                                                  a.requires_grad() ? b.detach() : Tensor(), p,
@@ -120,16 +133,18 @@ class LinearBackward : public Node {
     Tensor gx, gw, gb;
     const float* pg = g.data<float>();
     if (needs_grad(0)) {
-      gx = Tensor::empty(x_shape_);
-      cpu::sgemm(false, false, rows_, in_, out_, 1.0f, pg, out_, w_.data<float>(), in_, 0.0f,
-                 gx.data<float>(), in_);
+      gx = detail::empty_on(x_shape_, g);
+      batched_gemm(g, false, false, rows_, in_, out_, pg, out_, 0, w_.data<float>(), in_, 0,
+                   gx.data<float>(), in_, 0, 1);
     }
     if (needs_grad(1)) {
-      gw = Tensor::empty({out_, in_});
-      cpu::sgemm(true, false, out_, in_, rows_, 1.0f, pg, out_, x_.data<float>(), in_, 0.0f,
-                 gw.data<float>(), in_);
+      gw = detail::empty_on({out_, in_}, g);
+      batched_gemm(g, true, false, out_, in_, rows_, pg, out_, 0, x_.data<float>(), in_, 0,
+                   gw.data<float>(), in_, 0, 1);
     }
-    if (needs_grad(2)) {
+    if (needs_grad(2) && g.is_cuda()) {
+      gb = sum_to(g.view_flat(0, {rows_, out_}), {out_});
+    } else if (needs_grad(2)) {
       gb = Tensor::zeros({out_});
       float* pb = gb.data<float>();
       for (int64_t r = 0; r < rows_; ++r) {
@@ -148,6 +163,8 @@ class LinearBackward : public Node {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_float(x, "linear", "x");
   detail::check_float(weight, "linear", "weight");
+  detail::check_same_device(x, weight, "linear", "weight");
+  detail::check_same_device(x, bias, "linear", "bias");
   PAC_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got {}", weight.str());
   PAC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
             "linear: input {} does not end in the weight's {} input features ({})", x.str(),
@@ -159,14 +176,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   Shape out_shape = x.shape();
   out_shape.back() = out;
-  Tensor y = Tensor::empty(out_shape);
+  Tensor y = detail::empty_on(out_shape, x);
   float* py = y.data<float>();
-  if (bias.defined()) {
-    const float* pb = bias.data<float>();
-    for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+  float beta = bias.defined() ? 1.0f : 0.0f;  // y starts as the bias in every row
+  if (x.is_cuda()) {
+    if (bias.defined()) cuda::broadcast_row(py, bias.data<float>(), rows, out);
+    cuda::gemm(false, true, rows, out, in, 1.0f, x.data<float>(), in, weight.data<float>(), in,
+               beta, py, out);
+  } else {
+    if (bias.defined()) {
+      const float* pb = bias.data<float>();
+      for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+    }
+    cpu::sgemm(false, true, rows, out, in, 1.0f, x.data<float>(), in, weight.data<float>(), in,
+               beta, py, out);
   }
-  cpu::sgemm(false, true, rows, out, in, 1.0f, x.data<float>(), in, weight.data<float>(), in,
-             bias.defined() ? 1.0f : 0.0f, py, out);
   if (any_requires_grad({x, weight, bias})) {
     auto node = std::make_shared<LinearBackward>(weight.requires_grad() ? x.detach() : Tensor(),
                                                  x.requires_grad() ? weight.detach() : Tensor(),

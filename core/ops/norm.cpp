@@ -1,10 +1,12 @@
 // Batch normalisation (per channel over N, H, W) and layer normalisation (per row over the
 // trailing dimensions). Both save the input and the per-group mean and 1/std, and recompute the
-// normalised values in backward.
+// normalised values in backward. On the GPU, batch norm in training mode is cuDNN's, in evaluation
+// mode a composition of elementwise ops; layer norm has its own kernels (core/cuda/norm.cu).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -72,6 +74,65 @@ class BatchNormBackward : public Node {
   bool training_;
 };
 
+// --- batch norm on the GPU ---
+class CudnnBatchNormBackward : public Node {
+ public:
+  CudnnBatchNormBackward(Tensor x, Tensor weight, Tensor save_mean, Tensor save_invstd, float eps)
+      : x_(std::move(x)),
+        weight_(std::move(weight)),
+        save_mean_(std::move(save_mean)),
+        save_invstd_(std::move(save_invstd)),
+        eps_(eps) {}
+  std::string name() const override { return "BatchNormBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    int64_t n = x_.size(0), c = x_.size(1), s = x_.numel() / (n * c);
+    // cuDNN always writes all three gradients.
+    Tensor gx = detail::empty_on(x_.shape(), g);
+    Tensor gw = detail::empty_on({c}, g);
+    Tensor gb = detail::empty_on({c}, g);
+    cuda::batch_norm_backward_training(x_.data<float>(), weight_.data<float>(),
+                                       save_mean_.data<float>(), save_invstd_.data<float>(),
+                                       g.data<float>(), gx.data<float>(), gw.data<float>(),
+                                       gb.data<float>(), n, c, s, eps_);
+    return {needs_grad(0) ? gx : Tensor(), needs_grad(1) ? gw : Tensor(),
+            needs_grad(2) ? gb : Tensor()};
+  }
+
+ private:
+  Tensor x_, weight_, save_mean_, save_invstd_;
+  float eps_;
+};
+
+static Tensor batch_norm_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const Tensor& running_mean, const Tensor& running_var, bool training,
+                              float momentum, float eps) {
+  int64_t n = x.size(0), c = x.size(1), s = x.numel() / (n * c);
+  if (!training) {
+    // y = (x - mean) * (weight / sqrt(var + eps)) + bias, per channel; autograd follows.
+    Shape per_channel = x.dim() == 4 ? Shape{1, c, 1, 1} : Shape{1, c};
+    Tensor scale = pow(add_scalar(running_var.detach(), eps), -0.5f);
+    if (weight.defined()) scale = mul(scale, weight);
+    Tensor y =
+        mul(sub(x, reshape(running_mean.detach(), per_channel)), reshape(scale, per_channel));
+    return bias.defined() ? add(y, reshape(bias, per_channel)) : y;
+  }
+  Tensor w = weight.defined() ? weight : Tensor::ones({c}, x.device());
+  Tensor b = bias.defined() ? bias : Tensor::zeros({c}, DType::f32, x.device());
+  Tensor y = detail::empty_on(x.shape(), x);
+  Tensor save_mean = detail::empty_on({c}, x), save_invstd = detail::empty_on({c}, x);
+  cuda::batch_norm_forward_training(
+      x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(),
+      running_mean.defined() ? running_mean.data<float>() : nullptr,
+      running_var.defined() ? running_var.data<float>() : nullptr, save_mean.data<float>(),
+      save_invstd.data<float>(), n, c, s, momentum, eps);
+  if (any_requires_grad({x, weight, bias})) {
+    auto node = std::make_shared<CudnnBatchNormBackward>(x.detach(), w.detach(), save_mean,
+                                                         save_invstd, eps);
+    detail::record(y, {x, weight, bias}, node);
+  }
+  return y;
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   float momentum, float eps) {
@@ -84,6 +145,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
         std::pair{running_mean, "running_mean"}, std::pair{running_var, "running_var"}}) {
     if (!t.defined()) continue;
     detail::check_float(t, "batch_norm", label);
+    detail::check_same_device(x, t, "batch_norm", label);
     PAC_CHECK(t.shape() == Shape{c}, "batch_norm: {} must be [{}] for input {}, got {}", label, c,
               x.str(), t.str());
   }
@@ -91,6 +153,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
             "batch_norm: evaluation mode needs running_mean and running_var");
   PAC_CHECK(!training || n * s > 1,
             "batch_norm: training needs more than one value per channel, input is {}", x.str());
+  if (x.is_cuda()) {
+    return batch_norm_cuda(x, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
 
   const float* px = x.data<float>();
   std::vector<float> mean(c), invstd(c);
@@ -212,6 +277,35 @@ class LayerNormBackward : public Node {
   int64_t d_;
 };
 
+class LayerNormBackwardCuda : public Node {
+ public:
+  LayerNormBackwardCuda(Tensor x, Tensor weight, Tensor mean, Tensor rstd, Shape normalized)
+      : x_(std::move(x)),
+        weight_(std::move(weight)),
+        mean_(std::move(mean)),
+        rstd_(std::move(rstd)),
+        normalized_(std::move(normalized)),
+        d_(shape_numel(normalized_)) {}
+  std::string name() const override { return "LayerNormBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gx = needs_grad(0) ? detail::empty_on(x_.shape(), g) : Tensor();
+    Tensor gw = needs_grad(1) ? detail::empty_on({d_}, g) : Tensor();
+    Tensor gb = needs_grad(2) ? detail::empty_on({d_}, g) : Tensor();
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+    cuda::layer_norm_backward(x_.data<float>(), ptr(weight_), mean_.data<float>(),
+                              rstd_.data<float>(), g.data<float>(), ptr(gx), ptr(gw), ptr(gb),
+                              x_.numel() / d_, d_);
+    if (gw.defined()) gw = gw.view_flat(0, normalized_);
+    if (gb.defined()) gb = gb.view_flat(0, normalized_);
+    return {gx, gw, gb};
+  }
+
+ private:
+  Tensor x_, weight_, mean_, rstd_;
+  Shape normalized_;
+  int64_t d_;
+};
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, float eps) {
   detail::check_float(x, "layer_norm", "x");
@@ -224,10 +318,24 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   for (const auto& [t, label] : {std::pair{weight, "weight"}, std::pair{bias, "bias"}}) {
     if (!t.defined()) continue;
     detail::check_float(t, "layer_norm", label);
+    detail::check_same_device(x, t, "layer_norm", label);
     PAC_CHECK(t.shape() == normalized_shape, "layer_norm: {} must be {}, got {}", label,
               shape_str(normalized_shape), t.str());
   }
   int64_t rows = d == 0 ? 0 : x.numel() / d;
+  if (x.is_cuda()) {
+    Tensor y = detail::empty_on(x.shape(), x);
+    Tensor mean = detail::empty_on({rows}, x), rstd = detail::empty_on({rows}, x);
+    cuda::layer_norm_forward(x.data<float>(), weight.defined() ? weight.data<float>() : nullptr,
+                             bias.defined() ? bias.data<float>() : nullptr, y.data<float>(),
+                             mean.data<float>(), rstd.data<float>(), rows, d, eps);
+    if (any_requires_grad({x, weight, bias})) {
+      auto node = std::make_shared<LayerNormBackwardCuda>(
+          x.detach(), weight.defined() ? weight.detach() : Tensor(), mean, rstd, normalized_shape);
+      detail::record(y, {x, weight, bias}, node);
+    }
+    return y;
+  }
   std::vector<float> mean(rows), rstd(rows);
   Tensor out = Tensor::empty(x.shape());
   const float* px = x.data<float>();

@@ -9,12 +9,27 @@
 
 namespace pac::detail {
 
-// Every op computes in f32 on CPU storage in this backend.
+// Every op computes in f32.
 inline void check_float(const Tensor& t, const char* op, const char* arg) {
   PAC_CHECK(t.defined(), "{}: argument '{}' is undefined", op, arg);
   PAC_CHECK(t.dtype() == DType::f32, "{}: argument '{}' must be f32, got {}", op, arg, t.str());
-  PAC_CHECK(t.device().is_cpu(), "{}: argument '{}' is on {}, this kernel runs on cpu", op, arg,
-            t.device().str());
+}
+
+// An op runs where its first input lives; every other input must be there too.
+inline void check_same_device(const Tensor& first, const Tensor& other, const char* op,
+                              const char* arg) {
+  if (!other.defined()) return;
+  PAC_CHECK(other.device() == first.device(),
+            "{}: argument '{}' is on {} but the op runs on {}; move it with .to(device)", op, arg,
+            other.device().str(), first.device().str());
+}
+
+// New tensors on the device of `like`.
+inline Tensor empty_on(const Shape& shape, const Tensor& like, DType dtype = DType::f32) {
+  return Tensor::empty(shape, dtype, like.device());
+}
+inline Tensor zeros_on(const Shape& shape, const Tensor& like, DType dtype = DType::f32) {
+  return Tensor::zeros(shape, dtype, like.device());
 }
 
 inline int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {

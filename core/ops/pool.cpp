@@ -1,10 +1,12 @@
 // Pooling over [N, C, H, W]: max (remembering where each maximum came from), average with
-// PyTorch's padding rule, and adaptive average with PyTorch's window boundaries.
+// PyTorch's padding rule, and adaptive average with PyTorch's window boundaries. On the GPU, max
+// and average pooling go through cuDNN and adaptive pooling through a custom kernel.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -21,6 +23,63 @@ static void check_pool_input(const Tensor& x, int64_t kernel, int64_t stride, in
   PAC_CHECK(x.size(2) + 2 * padding >= kernel && x.size(3) + 2 * padding >= kernel,
             "{}: kernel {} is larger than the padded input {}", op, kernel, x.str());
 }
+
+// --- the GPU: cuDNN's backward takes the input, the output and its gradient ---
+class CudnnPoolBackward : public Node {
+ public:
+  CudnnPoolBackward(cuda::PoolKind kind, cuda::PoolShape shape, Tensor x, Tensor y)
+      : kind_(kind), shape_(shape), x_(std::move(x)), y_(std::move(y)) {}
+  std::string name() const override {
+    return kind_ == cuda::PoolKind::max ? "MaxPool2dBackward" : "AvgPool2dBackward";
+  }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gx = detail::empty_on(x_.shape(), g);
+    cuda::pool_backward(kind_, shape_, x_.data<float>(), y_.data<float>(), g.data<float>(),
+                        gx.data<float>());
+    return {gx};
+  }
+
+ private:
+  cuda::PoolKind kind_;
+  cuda::PoolShape shape_;
+  Tensor x_, y_;
+};
+
+static Tensor cudnn_pool(const Tensor& x, cuda::PoolKind kind, int64_t kernel, int64_t stride,
+                         int64_t padding) {
+  int64_t h = x.size(2), w = x.size(3);
+  cuda::PoolShape shape{x.size(0),
+                        x.size(1),
+                        h,
+                        w,
+                        (h + 2 * padding - kernel) / stride + 1,
+                        (w + 2 * padding - kernel) / stride + 1,
+                        kernel,
+                        stride,
+                        padding};
+  Tensor y = detail::empty_on({x.size(0), x.size(1), shape.out_h, shape.out_w}, x);
+  cuda::pool_forward(kind, shape, x.data<float>(), y.data<float>());
+  if (any_requires_grad({x})) {
+    detail::record(y, {x},
+                   std::make_shared<CudnnPoolBackward>(kind, shape, x.detach(), y.detach()));
+  }
+  return y;
+}
+
+class AdaptiveAvgPoolBackwardCuda : public Node {
+ public:
+  explicit AdaptiveAvgPoolBackwardCuda(Shape input) : input_(std::move(input)) {}
+  std::string name() const override { return "AdaptiveAvgPool2dBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gx = detail::empty_on(input_, g);
+    cuda::adaptive_avg_pool_backward(g.data<float>(), gx.data<float>(), input_[0] * input_[1],
+                                     input_[2], input_[3], g.size(2), g.size(3));
+    return {gx};
+  }
+
+ private:
+  Shape input_;
+};
 
 // --- max pooling ---
 class MaxPool2dBackward : public Node {
@@ -43,6 +102,7 @@ class MaxPool2dBackward : public Node {
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   check_pool_input(x, kernel, stride, padding, "max_pool2d");
+  if (x.is_cuda()) return cudnn_pool(x, cuda::PoolKind::max, kernel, stride, padding);
   int64_t nc = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
   int64_t oh = (h + 2 * padding - kernel) / stride + 1;
   int64_t ow = (w + 2 * padding - kernel) / stride + 1;
@@ -156,6 +216,12 @@ static Tensor pool_with_windows(const Tensor& x, PoolWindows windows) {
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding,
                   bool count_include_pad) {
   check_pool_input(x, kernel, stride, padding, "avg_pool2d");
+  if (x.is_cuda()) {
+    return cudnn_pool(x,
+                      count_include_pad ? cuda::PoolKind::average_include_pad
+                                        : cuda::PoolKind::average_exclude_pad,
+                      kernel, stride, padding);
+  }
   int64_t h = x.size(2), w = x.size(3);
   int64_t oh = (h + 2 * padding - kernel) / stride + 1;
   int64_t ow = (w + 2 * padding - kernel) / stride + 1;
@@ -189,6 +255,15 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
   PAC_CHECK(out_h >= 1 && out_w >= 1, "adaptive_avg_pool2d: output size must be >= 1, got {}x{}",
             out_h, out_w);
   int64_t h = x.size(2), w = x.size(3);
+  if (x.is_cuda()) {
+    Tensor y = detail::empty_on({x.size(0), x.size(1), out_h, out_w}, x);
+    cuda::adaptive_avg_pool_forward(x.data<float>(), y.data<float>(), x.size(0) * x.size(1), h, w,
+                                    out_h, out_w);
+    if (any_requires_grad({x})) {
+      detail::record(y, {x}, std::make_shared<AdaptiveAvgPoolBackwardCuda>(x.shape()));
+    }
+    return y;
+  }
   // Window i covers [floor(i * size / out), ceil((i + 1) * size / out)), as in PyTorch.
   auto make_axis = [](int64_t out, int64_t size) {
     std::vector<Window> axis;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -94,32 +95,43 @@ Tensor Tensor::mean() const { return pac::mean(*this); }
 // --- max: the gradient flows only to the (first) position that held the maximum ---
 class MaxBackward : public Node {
  public:
-  MaxBackward(Shape input, std::vector<int64_t> positions)
+  MaxBackward(Shape input, Tensor positions)
       : input_(std::move(input)), positions_(std::move(positions)) {}
   std::string name() const override { return "MaxBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    Tensor gx = Tensor::zeros(input_);
+    Tensor gx = detail::zeros_on(input_, g);
     float* out = gx.data<float>();
     const float* pg = g.data<float>();
-    for (size_t i = 0; i < positions_.size(); ++i) out[positions_[i]] += pg[i];
+    const int64_t* at = positions_.data<int64_t>();
+    if (gx.is_cuda()) {
+      cuda::scatter_add(out, at, pg, positions_.numel());
+    } else {
+      for (int64_t i = 0, n = positions_.numel(); i < n; ++i) out[at[i]] += pg[i];
+    }
     return {gx};
   }
 
  private:
   Shape input_;
-  std::vector<int64_t> positions_;  // flat input index of each output element's maximum
+  Tensor positions_;  // i64: flat input index of each output element's maximum
 };
 
-// Maximum along `dim` of the [outer, size, inner] view; fills flat positions of the maxima.
-static Tensor max_along(const Tensor& x, int64_t dim, std::vector<int64_t>& positions) {
+// Maximum along `dim` of the [outer, size, inner] view; `positions` (i64, same device) receives
+// the flat input position of each maximum.
+static Tensor max_along(const Tensor& x, int64_t dim, Tensor& positions) {
   auto s = detail::split_at(x.shape(), dim);
   PAC_CHECK(s.size > 0, "max: dimension {} of {} is empty", dim, x.str());
   Shape out_shape = x.shape();
   out_shape[dim] = 1;
-  Tensor out = Tensor::empty(out_shape);
-  positions.assign(s.outer * s.inner, 0);
+  Tensor out = detail::empty_on(out_shape, x);
+  positions = detail::empty_on({s.outer * s.inner}, x, DType::i64);
   const float* px = x.data<float>();
   float* po = out.data<float>();
+  int64_t* pp = positions.data<int64_t>();
+  if (x.is_cuda()) {
+    cuda::max_along(px, po, pp, s.outer, s.size, s.inner);
+    return out;
+  }
   for (int64_t o = 0; o < s.outer; ++o) {
     for (int64_t i = 0; i < s.inner; ++i) {
       int64_t base = o * s.size * s.inner + i;
@@ -129,7 +141,7 @@ static Tensor max_along(const Tensor& x, int64_t dim, std::vector<int64_t>& posi
         if (px[at] > px[best] || std::isnan(px[at])) best = at;
       }
       po[o * s.inner + i] = px[best];
-      positions[o * s.inner + i] = best;
+      pp[o * s.inner + i] = best;
     }
   }
   return out;
@@ -138,7 +150,7 @@ static Tensor max_along(const Tensor& x, int64_t dim, std::vector<int64_t>& posi
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   check_float(x, "max", "x");
   int64_t d = detail::normalize_dim(dim, x.dim(), "max");
-  std::vector<int64_t> positions;
+  Tensor positions;
   Tensor out = max_along(x, d, positions);
   if (!keepdim) out = out.view_flat(0, drop_reduced(x, {d}));
   if (any_requires_grad({x})) {
@@ -150,7 +162,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor max(const Tensor& x) {
   check_float(x, "max", "x");
   PAC_CHECK(x.numel() > 0, "max: tensor {} is empty", x.str());
-  std::vector<int64_t> positions;
+  Tensor positions;
   Tensor flat = x.view_flat(0, {x.numel()});
   Tensor out = max_along(flat, 0, positions).view_flat(0, {});
   if (any_requires_grad({x})) {
@@ -162,12 +174,17 @@ Tensor max(const Tensor& x) {
 Tensor argmax(const Tensor& x, int64_t dim) {
   check_float(x, "argmax", "x");
   int64_t d = detail::normalize_dim(dim, x.dim(), "argmax");
-  std::vector<int64_t> positions;
+  Tensor positions;
   max_along(x, d, positions);
   auto s = detail::split_at(x.shape(), d);
-  Tensor out = Tensor::empty(drop_reduced(x, {d}), DType::i64);
+  Tensor out = detail::empty_on(drop_reduced(x, {d}), x, DType::i64);
   int64_t* po = out.data<int64_t>();
-  for (size_t i = 0; i < positions.size(); ++i) po[i] = (positions[i] / s.inner) % s.size;
+  const int64_t* pp = positions.data<int64_t>();
+  if (x.is_cuda()) {
+    cuda::position_to_index(pp, po, positions.numel(), s.size, s.inner);
+    return out;
+  }
+  for (int64_t i = 0; i < positions.numel(); ++i) po[i] = (pp[i] / s.inner) % s.size;
   return out;
 }
 

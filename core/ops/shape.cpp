@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -59,11 +60,23 @@ static Tensor permute_copy(const Tensor& x, const std::vector<int64_t>& order) {
     out_shape[d] = x.shape()[order[d]];
     strides[d] = in_strides[order[d]];
   }
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = detail::empty_on(out_shape, x);
   const float* px = x.data<float>();
   float* po = out.data<float>();
   int64_t n = out.numel();
   if (n == 0) return out;
+  if (x.is_cuda()) {
+    PAC_CHECK(rank <= cuda::kMaxDims, "permute: {} has more dims than the GPU kernels' {}", x.str(),
+              cuda::kMaxDims);
+    cuda::Strided g;
+    g.rank = static_cast<int>(rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      g.size[d] = out_shape[d];
+      g.stride_a[d] = strides[d];
+    }
+    cuda::permute(px, po, n, g);
+    return out;
+  }
   if (rank == 0) {
     po[0] = px[0];
     return out;
@@ -126,6 +139,18 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   return permute(x, order);
 }
 
+// Copies `rows` runs of `width` floats, `src_pitch` apart in src, to `dst_pitch` apart in dst: the
+// data movement of slice and cat, on either device.
+static void copy_rows(const Tensor& dst, int64_t dst_offset, int64_t dst_pitch, const Tensor& src,
+                      int64_t src_offset, int64_t src_pitch, int64_t rows, int64_t width) {
+  float* d = dst.data<float>() + dst_offset;
+  const float* s = src.data<float>() + src_offset;
+  if (dst.is_cuda()) return cuda::copy_rows(d, dst_pitch, s, src_pitch, rows, width);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(d + r * dst_pitch, s + r * src_pitch, width * sizeof(float));
+  }
+}
+
 // --- slice: [start, end) along one dimension ---
 class SliceBackward : public Node {
  public:
@@ -133,14 +158,11 @@ class SliceBackward : public Node {
       : input_(std::move(input)), dim_(dim), start_(start) {}
   std::string name() const override { return "SliceBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    Tensor gx = Tensor::zeros(input_);
+    Tensor gx = detail::zeros_on(input_, g);
     auto in = detail::split_at(input_, dim_);
     auto part = detail::split_at(g.shape(), dim_);
-    for (int64_t o = 0; o < in.outer; ++o) {
-      std::memcpy(gx.data<float>() + (o * in.size + start_) * in.inner,
-                  g.data<float>() + o * part.size * part.inner,
-                  part.size * part.inner * sizeof(float));
-    }
+    int64_t width = part.size * part.inner;
+    copy_rows(gx, start_ * in.inner, in.size * in.inner, g, 0, width, in.outer, width);
     return {gx};
   }
 
@@ -163,12 +185,9 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
   if (d == 0) {
     out = x.view_flat(start * s.inner, out_shape);
   } else {
-    out = Tensor::empty(out_shape);
+    out = detail::empty_on(out_shape, x);
     int64_t chunk = (end - start) * s.inner;
-    for (int64_t o = 0; o < s.outer; ++o) {
-      std::memcpy(out.data<float>() + o * chunk, x.data<float>() + (o * s.size + start) * s.inner,
-                  chunk * sizeof(float));
-    }
+    copy_rows(out, 0, chunk, x, start * s.inner, s.size * s.inner, s.outer, chunk);
   }
   if (any_requires_grad({x})) {
     detail::record(out, {x}, std::make_shared<SliceBackward>(x.shape(), d, start));
@@ -198,7 +217,10 @@ class CatBackward : public Node {
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   PAC_CHECK(!xs.empty(), "cat: needs at least one tensor");
-  for (const Tensor& x : xs) check_float(x, "cat", "xs");
+  for (const Tensor& x : xs) {
+    check_float(x, "cat", "xs");
+    detail::check_same_device(xs[0], x, "cat", "xs");
+  }
   int64_t d = detail::normalize_dim(dim, xs[0].dim(), "cat");
   Shape out_shape = xs[0].shape();
   out_shape[d] = 0;
@@ -211,15 +233,12 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     sizes.push_back(x.shape()[d]);
     out_shape[d] += x.shape()[d];
   }
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = detail::empty_on(out_shape, xs[0]);
   auto so = detail::split_at(out_shape, d);
   int64_t start = 0;
   for (const Tensor& x : xs) {
     int64_t chunk = x.shape()[d] * so.inner;
-    for (int64_t o = 0; o < so.outer; ++o) {
-      std::memcpy(out.data<float>() + (o * so.size + start) * so.inner, x.data<float>() + o * chunk,
-                  chunk * sizeof(float));
-    }
+    copy_rows(out, start * so.inner, so.size * so.inner, x, 0, chunk, so.outer, chunk);
     start += x.shape()[d];
   }
   if (any_requires_grad(xs)) detail::record(out, xs, std::make_shared<CatBackward>(d, sizes));
@@ -245,7 +264,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = add(Tensor::zeros(shape), x);  // broadcasting does the copying
+    out = add(detail::zeros_on(shape, x), x);  // broadcasting does the copying
   }
   if (any_requires_grad({x})) detail::record(out, {x}, std::make_shared<ExpandBackward>(x.shape()));
   return out;

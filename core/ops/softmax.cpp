@@ -2,6 +2,7 @@
 // from logits, whose backward is the classic (softmax - target) / N.
 #include <cmath>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 
@@ -38,10 +39,14 @@ class SoftmaxBackward : public Node {
   // log_softmax: gx = g - exp(y) * sum(g)
   std::vector<Tensor> apply(const Tensor& g) override {
     auto s = detail::split_at(y_.shape(), dim_);
-    Tensor gx = Tensor::empty(y_.shape());
+    Tensor gx = detail::empty_on(y_.shape(), y_);
     const float* py = y_.data<float>();
     const float* pg = g.data<float>();
     float* out = gx.data<float>();
+    if (gx.is_cuda()) {
+      cuda::softmax_backward(py, pg, out, s.outer, s.size, s.inner, log_space_);
+      return {gx};
+    }
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
         int64_t base = o * s.size * s.inner + i;
@@ -68,8 +73,13 @@ class SoftmaxBackward : public Node {
 static Tensor softmax_op(const Tensor& x, int64_t dim, bool log_space, const char* op) {
   detail::check_float(x, op, "x");
   int64_t d = detail::normalize_dim(dim, x.dim(), op);
-  Tensor y = Tensor::empty(x.shape());
-  softmax_kernel(x.data<float>(), y.data<float>(), detail::split_at(x.shape(), d), log_space);
+  Tensor y = detail::empty_on(x.shape(), x);
+  auto s = detail::split_at(x.shape(), d);
+  if (x.is_cuda()) {
+    cuda::softmax_forward(x.data<float>(), y.data<float>(), s.outer, s.size, s.inner, log_space);
+  } else {
+    softmax_kernel(x.data<float>(), y.data<float>(), s, log_space);
+  }
   if (any_requires_grad({x})) {
     detail::record(y, {x}, std::make_shared<SoftmaxBackward>(y.detach(), d, log_space));
   }
@@ -82,19 +92,26 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, tru
 // --- cross-entropy: target distribution q = (1 - eps) onehot(label) + eps / C ---
 class CrossEntropyBackward : public Node {
  public:
-  CrossEntropyBackward(Tensor log_probs, std::vector<int64_t> labels, float smoothing)
+  CrossEntropyBackward(Tensor log_probs, Tensor labels, float smoothing)
       : log_probs_(std::move(log_probs)), labels_(std::move(labels)), smoothing_(smoothing) {}
   std::string name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     int64_t n = log_probs_.size(0), c = log_probs_.size(1);
-    float scale = g.item() / static_cast<float>(n);
-    float uniform = smoothing_ / static_cast<float>(c);
-    Tensor gx = Tensor::empty(log_probs_.shape());
+    bool i64 = labels_.dtype() == DType::i64;
+    Tensor gx = detail::empty_on(log_probs_.shape(), log_probs_);
     const float* lp = log_probs_.data<float>();
     float* out = gx.data<float>();
+    if (gx.is_cuda()) {
+      cuda::cross_entropy_backward(lp, labels_.raw_data(), i64, g.data<float>(), out, n, c,
+                                   smoothing_);
+      return {gx};
+    }
+    float scale = g.item() / static_cast<float>(n);
+    float uniform = smoothing_ / static_cast<float>(c);
     for (int64_t r = 0; r < n; ++r) {
+      int64_t label = i64 ? labels_.data<int64_t>()[r] : labels_.data<int32_t>()[r];
       for (int64_t k = 0; k < c; ++k) {
-        float target = uniform + (k == labels_[r] ? 1.0f - smoothing_ : 0.0f);
+        float target = uniform + (k == label ? 1.0f - smoothing_ : 0.0f);
         out[r * c + k] = (std::exp(lp[r * c + k]) - target) * scale;
       }
     }
@@ -103,7 +120,7 @@ class CrossEntropyBackward : public Node {
 
  private:
   Tensor log_probs_;
-  std::vector<int64_t> labels_;
+  Tensor labels_;  // i32 or i64, on the logits' device
   float smoothing_;
 };
 
@@ -113,6 +130,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, float label_smo
   PAC_CHECK(labels.defined() && (labels.dtype() == DType::i64 || labels.dtype() == DType::i32),
             "cross_entropy: labels must be i32 or i64, got {}",
             labels.defined() ? labels.str() : "undefined");
+  detail::check_same_device(logits, labels, "cross_entropy", "labels");
   PAC_CHECK(labels.dim() == 1 && labels.size(0) == logits.size(0),
             "cross_entropy: labels {} do not match logits {} (expected [{}])", labels.str(),
             logits.str(), logits.size(0));
@@ -120,28 +138,37 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, float label_smo
             "cross_entropy: label_smoothing must be in [0, 1], got {}", label_smoothing);
   int64_t n = logits.size(0), c = logits.size(1);
   PAC_CHECK(n > 0, "cross_entropy: empty batch {}", logits.str());
-  std::vector<int64_t> label_values(n);
-  for (int64_t r = 0; r < n; ++r) {
-    label_values[r] =
-        labels.dtype() == DType::i64 ? labels.data<int64_t>()[r] : labels.data<int32_t>()[r];
-    PAC_CHECK(label_values[r] >= 0 && label_values[r] < c,
-              "cross_entropy: label {} at position {} is outside [0, {})", label_values[r], r, c);
+  bool i64 = labels.dtype() == DType::i64;
+  Tensor log_probs = detail::empty_on(logits.shape(), logits);
+  Tensor loss;
+  if (logits.is_cuda()) {
+    // Labels are checked on the device: an out-of-range one makes the loss NaN.
+    cuda::softmax_forward(logits.data<float>(), log_probs.data<float>(), n, c, 1, true);
+    loss = detail::empty_on({}, logits);
+    cuda::cross_entropy_forward(log_probs.data<float>(), labels.raw_data(), i64, loss.data<float>(),
+                                n, c, label_smoothing);
+  } else {
+    std::vector<int64_t> label_values(n);
+    for (int64_t r = 0; r < n; ++r) {
+      label_values[r] = i64 ? labels.data<int64_t>()[r] : labels.data<int32_t>()[r];
+      PAC_CHECK(label_values[r] >= 0 && label_values[r] < c,
+                "cross_entropy: label {} at position {} is outside [0, {})", label_values[r], r, c);
+    }
+    softmax_kernel(logits.data<float>(), log_probs.data<float>(), {n, c, 1}, true);
+    const float* lp = log_probs.data<float>();
+    double total = 0.0;
+    for (int64_t r = 0; r < n; ++r) {
+      double row_sum = 0.0;
+      for (int64_t k = 0; k < c; ++k) row_sum += lp[r * c + k];
+      total -= (1.0 - label_smoothing) * lp[r * c + label_values[r]] +
+               label_smoothing / static_cast<double>(c) * row_sum;
+    }
+    loss = Tensor::scalar(static_cast<float>(total / static_cast<double>(n)));
   }
-  Tensor log_probs = Tensor::empty(logits.shape());
-  softmax_kernel(logits.data<float>(), log_probs.data<float>(), {n, c, 1}, true);
-  const float* lp = log_probs.data<float>();
-  double total = 0.0;
-  for (int64_t r = 0; r < n; ++r) {
-    double row_sum = 0.0;
-    for (int64_t k = 0; k < c; ++k) row_sum += lp[r * c + k];
-    total -= (1.0 - label_smoothing) * lp[r * c + label_values[r]] +
-             label_smoothing / static_cast<double>(c) * row_sum;
-  }
-  Tensor loss = Tensor::scalar(static_cast<float>(total / static_cast<double>(n)));
   if (any_requires_grad({logits})) {
-    detail::record(loss, {logits},
-                   std::make_shared<CrossEntropyBackward>(log_probs, std::move(label_values),
-                                                          label_smoothing));
+    detail::record(
+        loss, {logits},
+        std::make_shared<CrossEntropyBackward>(log_probs, labels.detach(), label_smoothing));
   }
   return loss;
 }

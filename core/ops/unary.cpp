@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 #include "core/ops/vector_math.h"
@@ -12,15 +13,25 @@ namespace pac {
 template <class Derivative>
 class UnaryBackward : public Node {
  public:
-  UnaryBackward(const char* name, Tensor x, Tensor y, Derivative derivative)
-      : name_(name), x_(std::move(x)), y_(std::move(y)), derivative_(derivative) {}
+  UnaryBackward(const char* name, cuda::UnaryOp kind, float param, Tensor x, Tensor y,
+                Derivative derivative)
+      : name_(name),
+        kind_(kind),
+        param_(param),
+        x_(std::move(x)),
+        y_(std::move(y)),
+        derivative_(derivative) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    Tensor gx = Tensor::empty(x_.shape());
+    Tensor gx = detail::empty_on(x_.shape(), x_);
     const float* px = x_.data<float>();
     const float* py = y_.data<float>();
     const float* pg = g.data<float>();
     float* out = gx.data<float>();
+    if (gx.is_cuda()) {
+      cuda::unary_backward(kind_, param_, px, py, pg, out, gx.numel());
+      return {gx};
+    }
     for (int64_t i = 0, count = gx.numel(); i < count; ++i)
       out[i] = pg[i] * derivative_(px[i], py[i]);
     return {gx};
@@ -28,20 +39,29 @@ class UnaryBackward : public Node {
 
  private:
   std::string name_;
+  cuda::UnaryOp kind_;  // the same rule, for the GPU kernel
+  float param_;
   Tensor x_, y_;  // detached views: saving them creates no reference cycle
   Derivative derivative_;
 };
 
+// `kind` and `param` name the same rule for the GPU (core/cuda/elementwise.cu), where the lambdas
+// cannot go.
 template <class Forward, class Derivative>
-static Tensor unary_op(const Tensor& x, const char* name, Forward forward, Derivative derivative) {
+static Tensor unary_op(const Tensor& x, const char* name, cuda::UnaryOp kind, float param,
+                       Forward forward, Derivative derivative) {
   detail::check_float(x, name, "x");
-  Tensor y = Tensor::empty(x.shape());
+  Tensor y = detail::empty_on(x.shape(), x);
   const float* px = x.data<float>();
   float* py = y.data<float>();
-  for (int64_t i = 0, count = x.numel(); i < count; ++i) py[i] = forward(px[i]);
+  if (x.is_cuda()) {
+    cuda::unary_forward(kind, param, px, py, x.numel());
+  } else {
+    for (int64_t i = 0, count = x.numel(); i < count; ++i) py[i] = forward(px[i]);
+  }
   if (any_requires_grad({x})) {
-    auto node =
-        std::make_shared<UnaryBackward<Derivative>>(name, x.detach(), y.detach(), derivative);
+    auto node = std::make_shared<UnaryBackward<Derivative>>(name, kind, param, x.detach(),
+                                                            y.detach(), derivative);
     detail::record(y, {x}, node);
   }
   return y;
@@ -49,45 +69,51 @@ static Tensor unary_op(const Tensor& x, const char* name, Forward forward, Deriv
 
 Tensor neg(const Tensor& x) {
   return unary_op(
-      x, "neg", [](float v) { return -v; }, [](float, float) { return -1.0f; });
+      x, "neg", cuda::UnaryOp::neg, 0.0f, [](float v) { return -v; },
+      [](float, float) { return -1.0f; });
 }
 
 Tensor exp(const Tensor& x) {
   return unary_op(
-      x, "exp", [](float v) { return std::exp(v); }, [](float, float y) { return y; });
+      x, "exp", cuda::UnaryOp::exp, 0.0f, [](float v) { return std::exp(v); },
+      [](float, float y) { return y; });
 }
 
 Tensor log(const Tensor& x) {
   return unary_op(
-      x, "log", [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
+      x, "log", cuda::UnaryOp::log, 0.0f, [](float v) { return std::log(v); },
+      [](float v, float) { return 1.0f / v; });
 }
 
 Tensor sqrt(const Tensor& x) {
   return unary_op(
-      x, "sqrt", [](float v) { return std::sqrt(v); }, [](float, float y) { return 0.5f / y; });
+      x, "sqrt", cuda::UnaryOp::sqrt, 0.0f, [](float v) { return std::sqrt(v); },
+      [](float, float y) { return 0.5f / y; });
 }
 
 Tensor pow(const Tensor& x, float exponent) {
   return unary_op(
-      x, "pow", [exponent](float v) { return std::pow(v, exponent); },
+      x, "pow", cuda::UnaryOp::pow, exponent, [exponent](float v) { return std::pow(v, exponent); },
       [exponent](float v, float) { return exponent * std::pow(v, exponent - 1.0f); });
 }
 
 // relu's derivative reads the output (y > 0 exactly when x > 0).
 Tensor relu(const Tensor& x) {
   return unary_op(
-      x, "relu", [](float v) { return v > 0.0f ? v : 0.0f; },
+      x, "relu", cuda::UnaryOp::relu, 0.0f, [](float v) { return v > 0.0f ? v : 0.0f; },
       [](float, float y) { return y > 0.0f ? 1.0f : 0.0f; });
 }
 
 Tensor tanh(const Tensor& x) {
   return unary_op(
-      x, "tanh", [](float v) { return std::tanh(v); }, [](float, float y) { return 1.0f - y * y; });
+      x, "tanh", cuda::UnaryOp::tanh, 0.0f, [](float v) { return std::tanh(v); },
+      [](float, float y) { return 1.0f - y * y; });
 }
 
 Tensor sigmoid(const Tensor& x) {
   return unary_op(
-      x, "sigmoid", [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
+      x, "sigmoid", cuda::UnaryOp::sigmoid, 0.0f,
+      [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
       [](float, float y) { return y * (1.0f - y); });
 }
 
@@ -100,7 +126,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
   constexpr float c = 0.044715f;
   if (approximation == GeluApproximation::none) {
     return unary_op(
-        x, "gelu", [](float v) { return 0.5f * v * (1.0f + vec::erf(v * inv_sqrt2)); },
+        x, "gelu", cuda::UnaryOp::gelu, 0.0f,
+        [](float v) { return 0.5f * v * (1.0f + vec::erf(v * inv_sqrt2)); },
         [](float v, float) {
           float cdf = 0.5f * (1.0f + vec::erf(v * inv_sqrt2));
           float pdf = inv_sqrt_2pi * vec::exp(-0.5f * v * v);
@@ -108,7 +135,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
         });
   }
   return unary_op(
-      x, "gelu_tanh",
+      x, "gelu_tanh", cuda::UnaryOp::gelu_tanh, 0.0f,
       [](float v) { return 0.5f * v * (1.0f + std::tanh(k * (v + c * v * v * v))); },
       [](float v, float) {
         float t = std::tanh(k * (v + c * v * v * v));
