@@ -28,6 +28,9 @@ void* cuda_allocate(size_t nbytes);
 void cuda_free(void* ptr, size_t nbytes);
 AllocatorStats cuda_allocator_stats();
 void cuda_empty_cache();
+// Tests: when on, every GPU block is filled with 0xFF bytes (NaN as f32) before it is handed out,
+// so an output element that a kernel forgets to write shows up as NaN.
+void cuda_poison_allocations(bool on);
 
 // Page-locked host memory: copies between it and the GPU run asynchronously at full bus speed.
 // Storage on the CPU uses it when asked for pinned memory (Tensor::pin_memory).

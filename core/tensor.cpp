@@ -157,6 +157,14 @@ Tensor Tensor::to(Device target) const {
   return t;
 }
 
+void Tensor::move_to_(Device target) const {
+  if (target == device()) return;
+  Tensor moved = to(target);
+  impl()->storage = moved.storage();
+  impl()->offset = moved.offset();
+  if (impl()->grad) Tensor(impl()->grad).move_to_(target);
+}
+
 Tensor Tensor::pin_memory() const {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(nbytes(), Device::cpu(), /*pinned=*/true);

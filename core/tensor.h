@@ -90,6 +90,10 @@ class Tensor {
   // A copy on `device` (this tensor itself when it is already there), like PyTorch's .to().
   Tensor to(Device device) const;
   Tensor cpu() const { return to(Device::cpu()); }
+  // Moves the values to `device` in place: every handle to this tensor (a layer's member and the
+  // buffer it registered, say) sees the move, and its autograd state is kept. Views made earlier
+  // keep the old storage. This is how Module::to moves a model.
+  void move_to_(Device device) const;
   // A copy in page-locked host memory, from which copies to the GPU run asynchronously.
   Tensor pin_memory() const;
   // Copies values from a tensor of the same shape and dtype, on any device.

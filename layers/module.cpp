@@ -106,6 +106,11 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::to(Device device) {
+  for (auto& [name, p] : named_parameters()) p->to(device);
+  for (auto& [name, b] : named_buffers()) b.move_to_(device);
+}
+
 void Module::zero_grad() {
   NoGradGuard no_grad;
   for (auto& [name, p] : named_parameters()) {

@@ -42,6 +42,9 @@ class Module {
   bool is_training() const { return training_; }
   // Zeroes every gradient in place (a gradient may be a view into a communication bucket).
   void zero_grad();
+  // Moves every parameter and buffer, here and in every descendant, to `device` in place, as
+  // PyTorch's module.to(device). Do it before making the optimizer's state or the Reducer.
+  void to(Device device);
 
   // A table of layer, output shape and parameter count, from one forward pass on zeros of
   // `input_shape`, ending with the total parameter count.

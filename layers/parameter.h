@@ -27,6 +27,9 @@ class Parameter {
   // gradient if there is one, and rebuilds `kept`.
   void set_mask(const Tensor& mask);
   void clear_mask();
+  // Moves the data, its gradient and the mask to `device` in place (the optimizer's view of the
+  // parameter stays valid); a compact gradient is dropped.
+  void to(Device device);
   int64_t kept_count() const { return has_mask() ? kept_.numel() : numel(); }
   double density() const {
     return static_cast<double>(kept_count()) / static_cast<double>(numel());

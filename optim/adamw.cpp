@@ -15,9 +15,9 @@ AdamW::AdamW(NamedParameters params, const AdamWOptions& options)
 void AdamW::update(nn::Parameter& p, const GradientView& grad,
                    std::map<std::string, Tensor>& slots) {
   if (!slots.count("exp_avg")) {
-    slots["exp_avg"] = Tensor::zeros(p.shape());
-    slots["exp_avg_sq"] = Tensor::zeros(p.shape());
-    slots["step"] = Tensor::zeros({1});
+    slots["exp_avg"] = Tensor::zeros(p.shape(), DType::f32, p.data().device());
+    slots["exp_avg_sq"] = Tensor::zeros(p.shape(), DType::f32, p.data().device());
+    slots["step"] = Tensor::zeros({1});  // a host counter, on every device
   }
   float* m = slots["exp_avg"].data<float>();
   float* v = slots["exp_avg_sq"].data<float>();
@@ -29,6 +29,11 @@ void AdamW::update(nn::Parameter& p, const GradientView& grad,
   const float decay = 1.0f - lr_ * options_.weight_decay;
   float* w = static_cast<float*>(p.data().raw_data());
   const float* g = grad.values;
+  if (p.data().is_cuda()) {
+    cuda::adamw_step(w, m, v, grad.for_kernel(), step_size, sqrt_bias2, b1, b2, options_.eps,
+                     decay);
+    return;
+  }
   for (int64_t j = 0; j < grad.count; ++j) {
     int64_t i = grad.position(j);
     if (grad.pruned(i)) {

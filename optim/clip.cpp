@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/cuda/kernels.h"
 #include "core/ops.h"
 
 namespace pac::optim {
@@ -16,9 +17,19 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   auto update_grad = [](const nn::Parameter& p) {
     return p.compact_grad().defined() ? p.compact_grad() : p.grad();
   };
+  // GPU gradients add their sums of squares into one device value, read once.
+  Tensor device_total;
   for (const auto& [name, p] : params) {
     Tensor g = update_grad(*p);
     if (!g.defined()) continue;
+    if (g.is_cuda()) {
+      if (!device_total.defined()) device_total = Tensor::zeros({1}, DType::f32, g.device());
+      const uint8_t* mask =
+          p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
+      cuda::masked_reduce(cuda::MaskedReduce::sum_squares, g.data<float>(), mask, g.numel(),
+                          device_total.data<float>());
+      continue;
+    }
     const float* pg = g.data<float>();
     const uint8_t* mask =
         p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
@@ -26,6 +37,7 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
       if (!mask || mask[i]) total += static_cast<double>(pg[i]) * pg[i];
     }
   }
+  if (device_total.defined()) total += device_total.item();
   float norm = static_cast<float>(std::sqrt(total));
   float scale = max_norm / (norm + 1e-6f);
   if (scale < 1.0f) {

@@ -78,7 +78,9 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
       PAC_CHECK(it->second.shape() == params_[i].second->shape() || slot == "step",
                 "optimizer state: '{}' is {}, parameter is {}", it->first, it->second.str(),
                 shape_str(params_[i].second->shape()));
-      loaded[i][slot] = it->second.clone();
+      // Per-entry state lives with its parameter; scalar slots ("step") stay on the host.
+      Device device = slot == "step" ? Device::cpu() : params_[i].second->data().device();
+      loaded[i][slot] = it->second.clone().to(device);
       ++used;
     }
   }

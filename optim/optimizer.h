@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda/kernels.h"
 #include "layers/parameter.h"
 
 namespace pac::optim {
@@ -26,6 +27,8 @@ struct GradientView {
   const uint8_t* mask = nullptr;  // null: every listed position is kept
   int64_t position(int64_t j) const { return positions ? positions[j] : j; }
   bool pruned(int64_t i) const { return mask && !mask[i]; }
+  // The same view for the GPU's fused update kernels (all pointers are device pointers there).
+  cuda::CompactGrad for_kernel() const { return {values, positions, count, mask}; }
 };
 
 class Optimizer {

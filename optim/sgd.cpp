@@ -16,6 +16,14 @@ void Sgd::update(nn::Parameter& p, const GradientView& grad, std::map<std::strin
   const float keep = 1.0f - options_.dampening;
   float* w = static_cast<float*>(p.data().raw_data());
   const float* g = grad.values;
+  if (p.data().is_cuda()) {
+    bool first = m != 0.0f && !slots.count("momentum_buffer");
+    if (first) slots["momentum_buffer"] = Tensor::zeros(p.shape(), DType::f32, p.data().device());
+    float* b = m != 0.0f ? slots["momentum_buffer"].data<float>() : nullptr;
+    cuda::sgd_step(w, b, grad.for_kernel(), lr, m, options_.dampening, wd, options_.nesterov,
+                   first);
+    return;
+  }
   if (m == 0.0f) {
     for (int64_t j = 0; j < grad.count; ++j) {
       int64_t i = grad.position(j);

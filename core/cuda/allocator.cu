@@ -76,11 +76,22 @@ void release_all(BlockCache& c, Release release) {
 
 }  // namespace
 
+namespace {
+bool poison = false;
+
+void* poisoned(void* block, size_t cls) {
+  if (poison) CUDA_CHECK(cudaMemsetAsync(block, 0xFF, cls, cuda::compute_stream()));
+  return block;
+}
+}  // namespace
+
+void cuda_poison_allocations(bool on) { poison = on; }
+
 void* cuda_allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   size_t cls = size_class(nbytes);
   BlockCache& c = device_cache();
-  if (void* block = take_cached(c, cls)) return block;
+  if (void* block = take_cached(c, cls)) return poisoned(block, cls);
   cuda::compute_stream();  // selects the device before the first cudaMalloc
   void* block = nullptr;
   cudaError_t status = cudaMalloc(&block, cls);
@@ -99,7 +110,7 @@ void* cuda_allocate(size_t nbytes) {
     PAC_FAIL("out of GPU memory allocating {} bytes ({} bytes in use by tensors): {}", nbytes,
              cuda_allocator_stats().current_bytes, cudaGetErrorString(status));
   }
-  return block;
+  return poisoned(block, cls);
 }
 
 void cuda_free(void* ptr, size_t nbytes) {

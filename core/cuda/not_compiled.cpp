@@ -13,6 +13,7 @@ void* cuda_allocate(size_t) { no_cuda("cuda_allocate"); }
 void cuda_free(void*, size_t) { no_cuda("cuda_free"); }
 AllocatorStats cuda_allocator_stats() { return {}; }
 void cuda_empty_cache() {}
+void cuda_poison_allocations(bool) {}
 void* pinned_allocate(size_t) { no_cuda("pinned_allocate"); }
 void pinned_free(void*, size_t) { no_cuda("pinned_free"); }
 

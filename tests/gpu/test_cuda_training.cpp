@@ -1,0 +1,139 @@
+// Whole training steps on the GPU against the same steps on the CPU: the models, the fused
+// optimizer kernels (dense and pruned), gradient clipping and the finiteness check.
+#include <doctest/doctest.h>
+
+#include "apps/models/registry.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/finite.h"
+#include "optim/sgd.h"
+#include "tests/gpu/compare.h"
+
+namespace pac {
+namespace {
+
+using testing::relative_error;
+
+struct Twin {
+  nn::ModulePtr model;
+  optim::NamedParameters params;
+};
+
+Twin build(const models::ModelConfig& config, Device device) {
+  default_generator().manual_seed(7);  // the same initial weights on both devices
+  Twin t{models::make_model(config), {}};
+  t.model->to(device);
+  for (auto& [name, p] : t.model->named_parameters()) t.params.emplace_back(name, p);
+  return t;
+}
+
+// Steps both twins with the same batch and checks loss and every weight after each step.
+template <class MakeOptimizer>
+void train_twins(const models::ModelConfig& config, const Shape& input, MakeOptimizer make,
+                 int steps, double tolerance) {
+  INFO("model " << config.name);
+  Twin cpu = build(config, Device::cpu()), gpu = build(config, Device::cuda());
+  auto cpu_opt = make(cpu.params), gpu_opt = make(gpu.params);
+  Generator gen(3);
+  for (int step = 0; step < steps; ++step) {
+    Tensor x = gen.randn(input);
+    std::vector<int64_t> label_values;
+    for (int64_t i = 0; i < input[0]; ++i) label_values.push_back(i % config.num_classes);
+    Tensor labels = Tensor::from_indices(label_values, {input[0]});
+    Tensor cpu_loss = cross_entropy((*cpu.model)(x), labels);
+    Tensor gpu_loss = cross_entropy((*gpu.model)(x.to(Device::cuda())), labels.to(Device::cuda()));
+    CHECK(gpu_loss.item() == doctest::Approx(cpu_loss.item()).epsilon(tolerance));
+    cpu_opt->zero_grad();
+    gpu_opt->zero_grad();
+    cpu_loss.backward();
+    gpu_loss.backward();
+    CHECK(optim::first_nonfinite_gradient(gpu.params).empty());
+    CHECK(optim::clip_grad_norm(gpu.params, 1e9f) ==
+          doctest::Approx(optim::clip_grad_norm(cpu.params, 1e9f)).epsilon(tolerance));
+    cpu_opt->step();
+    gpu_opt->step();
+  }
+  for (size_t i = 0; i < cpu.params.size(); ++i) {
+    INFO("parameter " << cpu.params[i].first);
+    CHECK(gpu.params[i].second->data().is_cuda());
+    CHECK(relative_error(gpu.params[i].second->data(), cpu.params[i].second->data()) <= tolerance);
+  }
+  for (size_t i = 0; i < cpu.model->named_buffers().size(); ++i) {
+    CHECK(relative_error(gpu.model->named_buffers()[i].second,
+                         cpu.model->named_buffers()[i].second) <= tolerance);
+  }
+}
+
+TEST_CASE("a ResNet-20 training step on the GPU matches the CPU (SGD with momentum)") {
+  train_twins(
+      {"resnet20", 1, 10, 28}, {8, 1, 28, 28},
+      [](const optim::NamedParameters& p) {
+        return std::make_unique<optim::Sgd>(p, optim::SgdOptions{0.05f, 0.9f, 0.0f, 5e-4f, true});
+      },
+      3, 2e-3);
+}
+
+TEST_CASE("a ViT-tiny training step on the GPU matches the CPU (AdamW)") {
+  train_twins(
+      {"vit-tiny", 1, 10, 28}, {8, 1, 28, 28},
+      [](const optim::NamedParameters& p) {
+        return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{1e-3f});
+      },
+      3, 2e-3);
+}
+
+TEST_CASE("pruned parameters: the fused updates keep pruned entries and their state at zero") {
+  for (bool adam : {false, true}) {
+    Tensor w = Generator(5).randn({64});
+    Tensor mask = Generator(6).bernoulli({64}, 0.5f);
+    auto make = [&](Device device) {
+      auto p = std::make_shared<nn::Parameter>(w.clone());
+      p->set_mask(mask);
+      p->to(device);
+      return p;
+    };
+    auto cpu_p = make(Device::cpu()), gpu_p = make(Device::cuda());
+    CHECK(gpu_p->mask().is_cuda());
+    optim::NamedParameters cpu_params{{"w", cpu_p}}, gpu_params{{"w", gpu_p}};
+    std::unique_ptr<optim::Optimizer> cpu_opt, gpu_opt;
+    if (adam) {
+      cpu_opt = std::make_unique<optim::AdamW>(cpu_params, optim::AdamWOptions{});
+      gpu_opt = std::make_unique<optim::AdamW>(gpu_params, optim::AdamWOptions{});
+    } else {
+      cpu_opt = std::make_unique<optim::Sgd>(cpu_params, optim::SgdOptions{0.1f, 0.9f});
+      gpu_opt = std::make_unique<optim::Sgd>(gpu_params, optim::SgdOptions{0.1f, 0.9f});
+    }
+    for (int step = 0; step < 3; ++step) {
+      Tensor g = Generator(10 + step).randn({64});
+      cpu_p->data().set_grad(g.clone());
+      gpu_p->data().set_grad(g.to(Device::cuda()));
+      cpu_opt->step();
+      gpu_opt->step();
+      // The compact path: only the kept entries' gradient, as a compressor leaves it.
+      Tensor kept = Generator(20 + step).randn({cpu_p->kept_count()});
+      cpu_p->set_compact_grad(kept.clone());
+      gpu_p->set_compact_grad(kept.to(Device::cuda()));
+      cpu_opt->step();
+      gpu_opt->step();
+      cpu_p->set_compact_grad(Tensor());
+      gpu_p->set_compact_grad(Tensor());
+    }
+    CHECK(relative_error(gpu_p->data(), cpu_p->data()) <= 1e-5);
+    for (auto& [name, slot] : gpu_opt->state()) {
+      INFO("slot " << name);
+      CHECK(relative_error(slot, cpu_opt->state().at(name)) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("a non-finite GPU gradient is reported by name") {
+  auto p = std::make_shared<nn::Parameter>(Tensor::zeros({4}).to(Device::cuda()));
+  optim::NamedParameters params{{"layer.weight", p}};
+  p->data().set_grad(Tensor::from_vector({0, 1, NAN, 2}, {4}).to(Device::cuda()));
+  CHECK(optim::first_nonfinite_gradient(params) == "layer.weight");
+  p->data().set_grad(Tensor::from_vector({0, 1, 3, 2}, {4}).to(Device::cuda()));
+  CHECK(optim::first_nonfinite_gradient(params).empty());
+}
+
+}  // namespace
+}  // namespace pac
