@@ -38,12 +38,16 @@ bool launched_by_mpi() {
   return false;
 }
 
-ProcessGroupPtr make_process_group(const std::string& backend) {
+ProcessGroupPtr make_process_group(const std::string& backend, Device device) {
   if (backend == "local") return make_local_group();
   if (backend == "mpi") return make_mpi_group();
-  if (backend == "auto") return launched_by_mpi() ? make_mpi_group() : make_local_group();
+  if (backend == "auto") {
+    if (!launched_by_mpi()) return make_local_group();
+    return device.is_cpu() ? make_mpi_group() : make_nccl_group();
+  }
   if (backend == "nccl") {
-    PAC_FAIL("--backend nccl needs GPU tensors; this build trains on the CPU (use mpi or auto)");
+    PAC_CHECK(!device.is_cpu(), "--backend nccl reduces GPU tensors; train with --device cuda");
+    return make_nccl_group();
   }
   PAC_FAIL("--backend '{}' is not known; expected auto, local, mpi or nccl", backend);
 }

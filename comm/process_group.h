@@ -70,9 +70,11 @@ bool all_ranks_equal(ProcessGroup& group, uint64_t value);
 
 // True when this process was started by mpirun/mpiexec (or srun with PMIx).
 bool launched_by_mpi();
-// "auto" picks mpi under an MPI launcher and local otherwise; "local", "mpi", "nccl" force one.
-ProcessGroupPtr make_process_group(const std::string& backend);
+// "auto" picks, under an MPI launcher, nccl when the model is on a GPU and mpi otherwise, and
+// local outside one; "local", "mpi", "nccl" force one. `device` is where the model lives.
+ProcessGroupPtr make_process_group(const std::string& backend, Device device = Device::cpu());
 ProcessGroupPtr make_local_group();
-ProcessGroupPtr make_mpi_group();  // throws when the build has no MPI
+ProcessGroupPtr make_mpi_group();   // throws when the build has no MPI
+ProcessGroupPtr make_nccl_group();  // throws when the build lacks CUDA or MPI
 
 }  // namespace pac::comm

@@ -18,7 +18,9 @@ std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::Pa
   auto close_bucket = [&] {
     if (current.entries.empty()) return;
     current.index = static_cast<int>(buckets.size());
-    current.flat = Tensor::zeros({current_elements});
+    // On the parameters' device: the gradients become views into it.
+    current.flat = Tensor::zeros({current_elements}, DType::f32,
+                                 current.entries.front().param->data().device());
     buckets.push_back(std::move(current));
     current = Bucket();
     current_elements = 0;

@@ -1,0 +1,216 @@
+// The NCCL process group: GPU tensors are reduced by NCCL on the communication stream; host
+// tensors (settings checks, evaluation sums, mask agreement) go through the MPI group that also
+// starts the job and broadcasts NCCL's unique id. The GPU is chosen from the local rank before
+// any other CUDA call of the framework.
+//
+// Ordering is by CUDA events, as in PyTorch's NCCL backend: a collective first makes the
+// communication stream wait for everything the compute stream has queued (the gradients being
+// produced), and Work::wait() makes the compute stream wait for the collective, without blocking
+// the host. A bucket's all-reduce thus overlaps the rest of backward on the GPU.
+#include <cstring>
+
+#include "comm/process_group.h"
+
+#if defined(PAC_WITH_CUDA) && defined(PAC_WITH_MPI)
+#include <nccl.h>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+
+#define NCCL_CHECK(call) PAC_LIBRARY_CHECK(call, ncclSuccess, ncclGetErrorString)
+#endif
+
+namespace pac::comm {
+
+#if !defined(PAC_WITH_CUDA) || !defined(PAC_WITH_MPI)
+ProcessGroupPtr make_nccl_group() {
+  PAC_FAIL("--backend nccl needs a build with both CUDA and MPI (this one has {} and {})",
+           cuda_compiled() ? "CUDA" : "no CUDA",
+#ifdef PAC_WITH_MPI
+           "MPI"
+#else
+           "no MPI"
+#endif
+  );
+}
+#else
+
+namespace {
+
+ncclDataType_t nccl_type(DType dtype, const char* collective) {
+  switch (dtype) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i8:
+      return ncclInt8;
+    case DType::u8:
+      return ncclUint8;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    default:
+      PAC_FAIL("{}: NCCL has no {} type (f32, f16, bf16, i8, u8, i32, i64)", collective,
+               dtype_name(dtype));
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
+  }
+  return ncclSum;
+}
+
+// A collective queued on the communication stream. It keeps its tensors alive; wait() orders the
+// compute stream after it.
+class NcclWork : public Work {
+ public:
+  NcclWork(cudaEvent_t done, std::vector<Tensor> keep) : done_(done), keep_(std::move(keep)) {}
+  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+  void wait() override { CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(), done_, 0)); }
+
+ private:
+  cudaEvent_t done_;
+  std::vector<Tensor> keep_;
+};
+
+class NcclGroup : public ProcessGroup {
+ public:
+  NcclGroup() : host_(make_mpi_group()) {
+    int devices = cuda_device_count();
+    PAC_CHECK(devices > 0, "--backend nccl: rank {} sees no GPU", host_->rank());
+    cuda::set_device(host_->local_rank() % devices);
+    ncclUniqueId id{};
+    if (host_->rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    Tensor id_bytes = Tensor::empty({static_cast<int64_t>(sizeof(id))}, DType::u8);
+    std::memcpy(id_bytes.raw_data(), &id, sizeof(id));
+    host_->broadcast(id_bytes, 0)->wait();
+    std::memcpy(&id, id_bytes.raw_data(), sizeof(id));
+    NCCL_CHECK(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()));
+  }
+  ~NcclGroup() override {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  int local_rank() const override { return host_->local_rank(); }
+  std::string backend() const override { return "nccl"; }
+
+  // The byte counts are what a ring moves per rank (NCCL may pick a tree; the volume is the same
+  // to within the latency terms).
+  WorkPtr all_reduce(Tensor t, ReduceOp op) override {
+    if (!t.is_cuda()) return host_->all_reduce(t, op);
+    count_bytes("all_reduce", ring_bytes(t.nbytes()) * 2);
+    return launch({t}, [&](cudaStream_t s) {
+      NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(),
+                               nccl_type(t.dtype(), "all_reduce"), nccl_op(op), comm_, s));
+    });
+  }
+
+  WorkPtr broadcast(Tensor t, int root) override {
+    if (!t.is_cuda()) return host_->broadcast(t, root);
+    PAC_CHECK(root >= 0 && root < size(), "broadcast: root {} is not a rank of {}", root, size());
+    if (rank() != (root + size() - 1) % size()) count_bytes("broadcast", t.nbytes());
+    return launch({t}, [&](cudaStream_t s) {
+      NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, s));
+    });
+  }
+
+  WorkPtr all_gather(Tensor in, Tensor out) override {
+    if (!in.is_cuda()) return host_->all_gather(in, out);
+    PAC_CHECK(out.numel() == in.numel() * size() && out.dtype() == in.dtype() && out.is_cuda(),
+              "all_gather: output {} must hold {} x {} on the GPU", out.str(), size(), in.str());
+    count_bytes("all_gather", in.nbytes() * (size() - 1));
+    return launch({in, out}, [&](cudaStream_t s) {
+      NCCL_CHECK(ncclAllGather(in.raw_data(), out.raw_data(), in.nbytes(), ncclUint8, comm_, s));
+    });
+  }
+
+  // NCCL has no variable-size all-gather: every rank broadcasts its part into place, in one
+  // group call.
+  WorkPtr all_gather_v(Tensor in, Tensor out, std::vector<int64_t> counts) override {
+    if (!in.is_cuda()) return host_->all_gather_v(in, out, counts);
+    PAC_CHECK(static_cast<int>(counts.size()) == size() && counts[rank()] == in.numel(),
+              "all_gather_v: counts do not match the group or this rank's {}", in.str());
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    PAC_CHECK(out.numel() == total && out.dtype() == in.dtype() && out.is_cuda(),
+              "all_gather_v: output {} must hold {} elements on the GPU", out.str(), total);
+    count_bytes("all_gather", in.nbytes() * (size() - 1));
+    size_t elem = dtype_size(in.dtype());
+    return launch({in, out}, [&](cudaStream_t s) {
+      NCCL_CHECK(ncclGroupStart());
+      int64_t offset = 0;
+      for (int r = 0; r < size(); ++r) {
+        char* dst = static_cast<char*>(out.raw_data()) + offset * elem;
+        const void* src = r == rank() ? in.raw_data() : dst;
+        NCCL_CHECK(ncclBroadcast(src, dst, counts[r] * elem, ncclUint8, r, comm_, s));
+        offset += counts[r];
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    });
+  }
+
+  WorkPtr reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
+    if (!in.is_cuda()) return host_->reduce_scatter(in, out, op);
+    PAC_CHECK(in.numel() == out.numel() * size() && in.dtype() == out.dtype() && out.is_cuda(),
+              "reduce_scatter: input {} must hold {} x output {} on the GPU", in.str(), size(),
+              out.str());
+    count_bytes("reduce_scatter", out.nbytes() * (size() - 1));
+    return launch({in, out}, [&](cudaStream_t s) {
+      NCCL_CHECK(ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
+                                   nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_, s));
+    });
+  }
+
+  void barrier() override {
+    cuda::synchronize();
+    CUDA_CHECK(cudaStreamSynchronize(cuda::comm_stream()));
+    host_->barrier();
+  }
+
+ private:
+  uint64_t ring_bytes(size_t nbytes) const {
+    return static_cast<uint64_t>(nbytes) * (size() - 1) / size();
+  }
+
+  // Orders the communication stream after the compute stream, queues the collective there, and
+  // returns a Work that orders the compute stream after it.
+  template <class Queue>
+  WorkPtr launch(std::vector<Tensor> keep, Queue queue) {
+    cudaStream_t compute = cuda::compute_stream(), comm = cuda::comm_stream();
+    cudaEvent_t ready = nullptr, done = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(ready, compute));
+    CUDA_CHECK(cudaStreamWaitEvent(comm, ready, 0));
+    CUDA_CHECK(cudaEventDestroy(ready));  // released once the wait has been queued
+    queue(comm);
+    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(done, comm));
+    return std::make_shared<NcclWork>(done, std::move(keep));
+  }
+
+  ProcessGroupPtr host_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+ProcessGroupPtr make_nccl_group() { return std::make_shared<NcclGroup>(); }
+
+#endif
+
+}  // namespace pac::comm
