@@ -142,8 +142,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--crop-padding", o.crop_padding, "random crop after padding (0: off)")
       ->capture_default_str();
   train_cmd->add_flag("--flip", o.flip, "random horizontal flips");
+  train_cmd->add_option("--device", o.device, "where to train: cpu, cuda or cuda:N")
+      ->capture_default_str();
+  train_cmd->add_flag("--tf32", o.tf32,
+                      "GPU: let fp32 matrix products and convolutions use TF32 tensor cores");
   train_cmd
-      ->add_option("--backend", o.backend, "auto (mpi under mpirun, else local), local, mpi, nccl")
+      ->add_option("--backend", o.backend,
+                   "auto (under mpirun: nccl for --device cuda, else mpi; local otherwise), "
+                   "local, mpi, nccl")
       ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}))
       ->capture_default_str();
   train_cmd

@@ -75,7 +75,10 @@ static void remove_stale_temporaries(const std::string& path) {
   }
 }
 
-void save_safetensors(const std::string& path, const TensorFile& file) {
+void save_safetensors(const std::string& path, const TensorFile& gpu_or_host) {
+  // GPU tensors are written from host copies.
+  TensorFile file = gpu_or_host;
+  for (auto& [name, t] : file.tensors) t = t.cpu();
   nlohmann::json header = nlohmann::json::object();
   // A CRC-32 of the data section, so a damaged file is refused on load instead of read as weights.
   uLong crc = crc32(0L, Z_NULL, 0);

@@ -148,6 +148,7 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t bat
       {end - begin, dataset.channels(), dataset.height(), dataset.width()});
   share.labels = dataset.labels.view_flat(begin, {end - begin});
   data::Loader loader(share, {batch, false, 0, 0, 1, false});
+  Device device = model.parameters().front()->data().device();
   bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -156,10 +157,10 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t bat
   int64_t correct = 0;
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     data::Batch batch_data = loader.batch(b);
-    Tensor logits = model(batch_data.images);
+    Tensor logits = model(batch_data.images.to(device));
     int64_t n = batch_data.labels.numel();
-    loss_sum += cross_entropy(logits, batch_data.labels).item() * n;
-    Tensor predicted = argmax(logits, 1);
+    loss_sum += cross_entropy(logits, batch_data.labels.to(device)).item() * n;
+    Tensor predicted = argmax(logits, 1).cpu();
     for (int64_t i = 0; i < n; ++i) {
       correct += predicted.data<int64_t>()[i] == batch_data.labels.data<int64_t>()[i];
     }
@@ -188,8 +189,20 @@ TrainResult train(const TrainOptions& o) {
   cpu::set_num_threads(std::max(1, threads));
   default_generator().manual_seed(o.seed);
 
-  comm::ProcessGroupPtr group = comm::make_process_group(o.backend);
+  const Device device = Device::parse(o.device);
+  if (!device.is_cpu()) {
+    PAC_CHECK(cuda_compiled(), "--device {}: this build has no CUDA backend", o.device);
+    PAC_CHECK(cuda_device_count() > 0, "--device {}: no GPU is visible", o.device);
+  }
+  // Under mpirun on GPUs, the NCCL group picks the GPU of the local rank itself.
+  comm::ProcessGroupPtr group = comm::make_process_group(o.backend, device);
   group->set_timeout(o.comm_timeout);
+  if (!device.is_cpu()) {
+    if (group->backend() != "nccl") cuda_set_device(device.index);
+    cuda_set_tf32(o.tf32);
+  } else {
+    PAC_CHECK(!o.tf32, "--tf32 applies to GPU training; add --device cuda");
+  }
   const Fault fault = fault_from_environment();
   const int rank = group->rank(), world = group->size();
   const bool leader = rank == 0;  // prints, writes metrics and checkpoints
@@ -198,9 +211,16 @@ TrainResult train(const TrainOptions& o) {
   data::Dataset test_set = load_dataset(o, false);
   models::ModelConfig config = resolve_model_config(o.model, train_set);
   nn::ModulePtr model = models::make_model(config);
+  // Every rank draws the same initial weights on the host; then the model moves.
+  model->to(device.is_cpu() ? device : Device::cuda(current_cuda_device()));
   auto optimizer = make_optimizer(o, *model);
 
+  const Device model_device = model->parameters().front()->data().device();
   check_ranks_agree(*group, o, config);
+  PAC_CHECK(device.is_cpu() || o.prune.empty(),
+            "--prune with --device {}: the pruning criteria run on host tensors only so far; "
+            "prune on the CPU, or train the pruned checkpoint on the GPU",
+            o.device);
   std::unique_ptr<comm::Reducer> reducer;
   if (world > 1 || o.compress != "dense") {
     reducer = std::make_unique<comm::Reducer>(
@@ -298,6 +318,10 @@ TrainResult train(const TrainOptions& o) {
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
       data::Batch batch = loader.batch(b);
+      if (!device.is_cpu()) {
+        batch.images = batch.images.to(model_device);
+        batch.labels = batch.labels.to(model_device);
+      }
       prune::PruneStep pruned;
       if (pruner) {
         prune::ScoreContext context;

@@ -31,6 +31,9 @@ struct TrainOptions {
   int64_t crop_padding = 0;
   bool flip = false;
 
+  std::string device = "cpu";  // cpu, cuda or cuda:N (under mpirun: the GPU of the local rank)
+  bool tf32 = false;           // GPU: TF32 tensor cores for fp32 GEMM and convolution
+
   // Data-parallel training (mpirun -np N pactrain train ...).
   std::string backend = "auto";
   std::string compress = "dense";

@@ -35,6 +35,9 @@ class Compressor {
   virtual ~Compressor() = default;
   virtual std::string name() const = 0;
   virtual WorkPtr reduce(Bucket& bucket, ProcessGroup& group) = 0;
+  // Whether reduce() works on buckets in GPU memory (with the NCCL group). The Reducer refuses
+  // GPU training with a compressor that says no.
+  virtual bool runs_on_gpu() const { return false; }
   double codec_seconds() const { return codec_seconds_; }
   // What it decided per bucket, for the log (e.g. pactrain's encodings); empty if nothing.
   virtual std::string describe_buckets() const { return ""; }

@@ -117,6 +117,12 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
   }
 }
 
+void check_host(const Tensor& t, const char* collective) {
+  PAC_CHECK(!t.is_cuda(),
+            "{}: the mpi backend reduces host tensors, {} is on {}; use --backend nccl", collective,
+            t.str(), t.device().str());
+}
+
 void divide(Tensor& t, int by) {
   switch (t.dtype()) {
     case DType::f32: {
@@ -187,6 +193,7 @@ class MpiGroup : public ProcessGroup {
   std::string backend() const override { return "mpi"; }
 
   WorkPtr all_reduce(Tensor t, ReduceOp op) override {
+    check_host(t, "all_reduce");
     return launch("all_reduce", [=, this]() mutable {
       ring_reduce_scatter(t, op, "all_reduce");
       ring_all_gather_chunks(t, "all_reduce");
@@ -195,6 +202,7 @@ class MpiGroup : public ProcessGroup {
   }
 
   WorkPtr broadcast(Tensor t, int root) override {
+    check_host(t, "broadcast");
     PAC_CHECK(root >= 0 && root < size_, "broadcast: root {} is not a rank of {}", root, size_);
     return launch("broadcast", [=, this]() mutable {
       // A chain from the root: each rank receives from the one before it and forwards.
@@ -220,6 +228,8 @@ class MpiGroup : public ProcessGroup {
   }
 
   WorkPtr all_gather_v(Tensor in, Tensor out, std::vector<int64_t> counts) override {
+    check_host(in, "all_gather");
+    check_host(out, "all_gather");
     PAC_CHECK(static_cast<int>(counts.size()) == size_, "all_gather_v: {} counts for {} ranks",
               counts.size(), size_);
     PAC_CHECK(counts[rank_] == in.numel(), "all_gather_v: rank {} declares {} elements, has {}",
@@ -245,6 +255,8 @@ class MpiGroup : public ProcessGroup {
   }
 
   WorkPtr reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
+    check_host(in, "reduce_scatter");
+    check_host(out, "reduce_scatter");
     PAC_CHECK(
         in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.numel() % size_ == 0,
         "reduce_scatter: input {} must hold {} x output {}", in.str(), size_, out.str());

@@ -41,6 +41,13 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
     : group_(std::move(group)), compressor_(std::move(compressor)), options_(options) {
   auto named = model.named_parameters();
   PAC_CHECK(!named.empty(), "reducer: the model has no parameters");
+  Device device = named.front().second->data().device();
+  PAC_CHECK(device.is_cpu() || compressor_->runs_on_gpu(),
+            "reducer: the '{}' compressor works on host memory only so far; on the GPU use "
+            "dense, fp16 or bf16",
+            compressor_->name());
+  PAC_CHECK(device.is_cpu() || group_->size() == 1 || group_->backend() == "nccl",
+            "reducer: GPU gradients need the nccl backend, not '{}'", group_->backend());
 
   // Every rank starts from rank 0's weights and buffers.
   {

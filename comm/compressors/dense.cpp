@@ -8,6 +8,7 @@ namespace {
 class Dense : public Compressor {
  public:
   std::string name() const override { return "dense"; }
+  bool runs_on_gpu() const override { return true; }
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     ++kernels_;  // the average's division by the world size, after the sum
     return group.all_reduce(bucket.flat, ReduceOp::avg);

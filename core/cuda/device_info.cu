@@ -1,6 +1,7 @@
 // The CUDA half of core/device.h: compiled only when the CUDA backend is on.
 #include <cuda_runtime.h>
 
+#include "core/cuda/context.h"
 #include "core/device.h"
 
 namespace pac {
@@ -16,5 +17,9 @@ int cuda_device_count() {
   }
   return count;
 }
+
+void cuda_set_device(int index) { cuda::set_device(index); }
+int current_cuda_device() { return cuda::current_device(); }
+void cuda_set_tf32(bool allow) { cuda::set_allow_tf32(allow); }
 
 }  // namespace pac
