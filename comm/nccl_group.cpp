@@ -11,7 +11,7 @@
 
 #include "comm/process_group.h"
 
-#if defined(PAC_WITH_CUDA) && defined(PAC_WITH_MPI)
+#ifdef PAC_WITH_NCCL
 #include <nccl.h>
 
 #include "core/cuda/check.h"
@@ -22,16 +22,9 @@
 
 namespace pac::comm {
 
-#if !defined(PAC_WITH_CUDA) || !defined(PAC_WITH_MPI)
+#ifndef PAC_WITH_NCCL
 ProcessGroupPtr make_nccl_group() {
-  PAC_FAIL("--backend nccl needs a build with both CUDA and MPI (this one has {} and {})",
-           cuda_compiled() ? "CUDA" : "no CUDA",
-#ifdef PAC_WITH_MPI
-           "MPI"
-#else
-           "no MPI"
-#endif
-  );
+  PAC_FAIL("--backend nccl: this build has no NCCL process group (it needs CUDA, MPI and NCCL)");
 }
 #else
 

@@ -1,0 +1,101 @@
+// bench-gpu-step: the GPU training step (forward, backward, SGD with momentum) of ResNet-50
+// (224x224, batch 64) and ViT-B/16 (224x224, batch 32) on synthetic ImageNet-shaped data, timed
+// with CUDA events on the compute stream: the median of --steps steps after --warmup. One JSON
+// line per model; bench/torch_gpu_step.py prints the same lines for PyTorch eager, and
+// scripts/gpu_check.sh runs both.
+// Usage: bench-gpu-step [--models resnet50,vit-base] [--steps 30] [--warmup 10] [--tf32]
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "apps/models/registry.h"
+#include "core/allocator.h"
+#include "core/ops.h"
+#include "optim/sgd.h"
+
+#ifdef PAC_WITH_CUDA
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+#endif
+
+using namespace pac;
+
+int main(int argc, char** argv) try {
+  int64_t steps = 30, warmup = 10;
+  bool tf32 = false;
+  std::string model_list = "resnet50,vit-base";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--tf32") {
+      tf32 = true;
+      continue;
+    }
+    PAC_CHECK(i + 1 < argc, "option {} needs a value", arg);
+    std::string value = argv[++i];
+    if (arg == "--steps")
+      steps = std::stoll(value);
+    else if (arg == "--warmup")
+      warmup = std::stoll(value);
+    else if (arg == "--models")
+      model_list = value;
+    else
+      PAC_FAIL("unknown option '{}'; expected --models, --steps, --warmup or --tf32", arg);
+  }
+  PAC_CHECK(steps > 0 && warmup >= 0, "--steps must be > 0 and --warmup >= 0");
+#ifndef PAC_WITH_CUDA
+  PAC_FAIL("this build has no CUDA backend");
+#else
+  PAC_CHECK(cuda_device_count() > 0, "no GPU is visible");
+  cuda_set_device(0);
+  cuda_set_tf32(tf32);
+  std::stringstream names(model_list);
+  for (std::string name; std::getline(names, name, ',');) {
+    models::ModelConfig config{name, 3, 1000, 224};
+    if (name.rfind("vit", 0) == 0) config.patch = 16;
+    const int64_t batch = name.rfind("vit", 0) == 0 ? 32 : 64;
+    default_generator().manual_seed(0);
+    auto model = models::make_model(config);
+    model->to(Device::cuda());
+    optim::Sgd sgd(model->named_parameters(), {0.01f, 0.9f});
+    Generator g(0);
+    Tensor x = g.randn({batch, 3, 224, 224}).to(Device::cuda());
+    std::vector<int64_t> label_values(batch);
+    for (int64_t i = 0; i < batch; ++i) label_values[i] = i % 1000;
+    Tensor y = Tensor::from_indices(label_values, {batch}).to(Device::cuda());
+    auto step = [&] {
+      Tensor loss = cross_entropy((*model)(x), y);
+      sgd.zero_grad();
+      loss.backward();
+      sgd.step();
+    };
+    for (int64_t s = 0; s < warmup; ++s) step();
+    cuda::synchronize();
+    cudaStream_t stream = cuda::compute_stream();
+    std::vector<cudaEvent_t> events(steps + 1);
+    for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(events[0], stream));
+    for (int64_t s = 0; s < steps; ++s) {
+      step();
+      CUDA_CHECK(cudaEventRecord(events[s + 1], stream));
+    }
+    cuda::synchronize();
+    std::vector<float> ms(steps);
+    for (int64_t s = 0; s < steps; ++s) {
+      CUDA_CHECK(cudaEventElapsedTime(&ms[s], events[s], events[s + 1]));
+    }
+    for (auto& e : events) cudaEventDestroy(e);
+    std::sort(ms.begin(), ms.end());
+    std::printf(
+        "{\"framework\": \"pactrain\", \"model\": \"%s\", \"batch\": %ld, \"precision\": \"%s\", "
+        "\"median_ms\": %.3f, \"min_ms\": %.3f, \"steps\": %ld, \"peak_gpu_bytes\": %zu}\n",
+        name.c_str(), static_cast<long>(batch), tf32 ? "tf32" : "fp32", ms[steps / 2], ms[0],
+        static_cast<long>(steps), cuda_allocator_stats().peak_bytes);
+    std::fflush(stdout);
+  }
+  return 0;
+#endif
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench-gpu-step: %s\n", e.what());
+  return 2;
+}

@@ -1,0 +1,91 @@
+"""PyTorch eager peer of bench-gpu-step: the same training step (forward, backward, SGD with
+momentum) of torchvision's ResNet-50 (batch 64) and ViT-B/16 (batch 32) on synthetic 224x224
+data, timed with CUDA events, median of --steps after --warmup. Prints one JSON line per model.
+
+--tf32 lets matrix products and convolutions use TF32 (torch.backends...allow_tf32); without it
+both are plain fp32, as pactrain's default.
+"""
+import argparse
+import json
+
+import torch
+import torchvision
+
+
+def measure_peak(n=8192, repeats=10):
+    """The GPU's measured matrix-product peak: n x n x n products through cuBLAS, best of
+    `repeats`, in fp32 and in TF32 (the ceilings a training step is compared with)."""
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    for precision in ("fp32", "tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.matmul(a, b)
+        best = float("inf")
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b)
+            end.record()
+            torch.cuda.synchronize()
+            best = min(best, start.elapsed_time(end))
+        print(json.dumps({"framework": "peak", "precision": precision,
+                          "tflops": round(2 * n ** 3 / (best * 1e-3) / 1e12, 1)}), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="resnet50,vit-base")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--peak", action="store_true",
+                        help="measure the GPU's fp32 and TF32 GEMM peak instead")
+    args = parser.parse_args()
+    if args.peak:
+        measure_peak()
+        return
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cudnn.benchmark = True  # pactrain also times cuDNN's algorithms per shape
+    device = torch.device("cuda")
+    for name in args.models.split(","):
+        torch.manual_seed(0)
+        if name == "resnet50":
+            model, batch = torchvision.models.resnet50(), 64
+        elif name == "vit-base":
+            model, batch = torchvision.models.vit_b_16(), 32
+        else:
+            raise SystemExit(f"unknown model {name}; expected resnet50 or vit-base")
+        model = model.to(device).train()
+        sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x = torch.randn(batch, 3, 224, 224, device=device)
+        y = torch.arange(batch, device=device) % 1000
+
+        def step():
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            sgd.zero_grad(set_to_none=False)
+            loss.backward()
+            sgd.step()
+
+        for _ in range(args.warmup):
+            step()
+        torch.cuda.synchronize()
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
+        events[0].record()
+        for s in range(args.steps):
+            step()
+            events[s + 1].record()
+        torch.cuda.synchronize()
+        ms = sorted(events[s].elapsed_time(events[s + 1]) for s in range(args.steps))
+        print(json.dumps({"framework": "pytorch", "model": name, "batch": batch,
+                          "precision": "tf32" if args.tf32 else "fp32",
+                          "median_ms": round(ms[len(ms) // 2], 3), "min_ms": round(ms[0], 3),
+                          "steps": args.steps,
+                          "peak_gpu_bytes": torch.cuda.max_memory_allocated()}), flush=True)
+        del model, sgd
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+if __name__ == "__main__":
+    main()
