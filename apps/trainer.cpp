@@ -217,10 +217,6 @@ TrainResult train(const TrainOptions& o) {
 
   const Device model_device = model->parameters().front()->data().device();
   check_ranks_agree(*group, o, config);
-  PAC_CHECK(device.is_cpu() || o.prune.empty(),
-            "--prune with --device {}: the pruning criteria run on host tensors only so far; "
-            "prune on the CPU, or train the pruned checkpoint on the GPU",
-            o.device);
   std::unique_ptr<comm::Reducer> reducer;
   if (world > 1 || o.compress != "dense") {
     reducer = std::make_unique<comm::Reducer>(

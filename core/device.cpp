@@ -27,6 +27,7 @@ void cuda_set_device(int) {
   PAC_FAIL("this build of pactrain has no CUDA backend (reconfigure with -DPAC_CUDA=ON)");
 }
 int current_cuda_device() { return 0; }
+void cuda_synchronize() {}
 void cuda_set_tf32(bool allow) {
   PAC_CHECK(!allow, "TF32: this build of pactrain has no CUDA backend");
 }

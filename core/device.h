@@ -28,6 +28,8 @@ int cuda_device_count();
 // Makes GPU `index` this process's device; must come before any other CUDA work. Throws in a
 // build without CUDA or when there is no such GPU.
 void cuda_set_device(int index);
+// Waits until the GPU has finished everything queued (no-op without CUDA).
+void cuda_synchronize();
 // The GPU this process uses (after cuda_set_device, or 0).
 int current_cuda_device();
 // Whether fp32 GEMMs and convolutions may use TF32 tensor cores (off by default, so GPU results

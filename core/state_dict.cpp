@@ -1,5 +1,7 @@
 #include "core/state_dict.h"
 
+#include "core/autograd.h"
+
 #include <cstring>
 #include <utility>
 
@@ -34,7 +36,8 @@ int64_t StateReader::counter(const std::string& key) {
 
 void StateReader::copy_into(const std::string& key, Tensor into) {
   Tensor saved = tensor(key, into.shape(), into.dtype());
-  std::memcpy(into.raw_data(), saved.raw_data(), saved.nbytes());
+  NoGradGuard no_grad;
+  into.copy_(saved);  // `into` may be on the GPU
 }
 
 StateDict StateReader::section(const std::string& prefix) {

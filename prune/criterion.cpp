@@ -4,8 +4,10 @@
 
 namespace pac::prune {
 
-Tensor abs_product(const Tensor& a, const Tensor& b) {
-  PAC_CHECK(a.shape() == b.shape(), "abs_product: {} and {} differ in shape", a.str(), b.str());
+Tensor abs_product(const Tensor& a_any, const Tensor& b_any) {
+  PAC_CHECK(a_any.shape() == b_any.shape(), "abs_product: {} and {} differ in shape", a_any.str(),
+            b_any.str());
+  Tensor a = a_any.cpu(), b = b_any.cpu();
   Tensor out = Tensor::empty(a.shape());
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -14,7 +16,8 @@ Tensor abs_product(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor abs_of(const Tensor& a) {
+Tensor abs_of(const Tensor& a_any) {
+  Tensor a = a_any.cpu();
   Tensor out = Tensor::empty(a.shape());
   const float* pa = a.data<float>();
   float* po = out.data<float>();
@@ -27,7 +30,7 @@ std::vector<Tensor> copy_gradients(const NamedParameters& params) {
   for (const auto& [name, p] : params) {
     Tensor g = p->grad();
     PAC_CHECK(g.defined(), "pruning: '{}' has no gradient after the gradient pass", name);
-    out.push_back(g.clone());
+    out.push_back(g.is_cuda() ? g.cpu() : g.clone());
   }
   return out;
 }

@@ -9,7 +9,8 @@ template <class F>
 void for_each_entry(const NamedParameters& params, F f) {
   for (size_t i = 0; i < params.size(); ++i) {
     const nn::Parameter& p = *params[i].second;
-    const uint8_t* m = p.has_mask() ? p.mask().data<uint8_t>() : nullptr;
+    Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();  // the host's view of a GPU mask
+    const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
     for (int64_t j = 0, n = p.numel(); j < n; ++j) f(i, j, m ? m[j] != 0 : true);
   }
 }
@@ -36,7 +37,8 @@ void broadcast_masks(comm::ProcessGroup& group, const NamedParameters& params) {
     Tensor mask = Tensor::empty(p->shape(), DType::u8);
     uint8_t* m = mask.data<uint8_t>();
     bool all_kept = true, differs = false;
-    const uint8_t* mine = p->has_mask() ? p->mask().data<uint8_t>() : nullptr;
+    Tensor my_mask = p->has_mask() ? p->mask().cpu() : Tensor();
+    const uint8_t* mine = my_mask.defined() ? my_mask.data<uint8_t>() : nullptr;
     for (int64_t j = 0, n = p->numel(); j < n; ++j, ++at) {
       m[j] = (b[at >> 3] >> (at & 7)) & 1u;
       all_kept = all_kept && m[j];

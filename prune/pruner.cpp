@@ -58,10 +58,10 @@ int64_t units_of(const nn::Parameter& p, Granularity g) {
   return g == Granularity::entry ? p.numel() : p.shape()[0];
 }
 
-// Whether unit u (an entry, or an output channel) of p has any entry still kept.
-bool alive(const nn::Parameter& p, Granularity g, int64_t u) {
-  if (!p.has_mask()) return true;
-  const uint8_t* m = p.mask().data<uint8_t>();
+// Whether unit u (an entry, or an output channel) of p has any entry still kept; `m` is p's
+// mask on the host, or null while p is dense.
+bool alive(const uint8_t* m, const nn::Parameter& p, Granularity g, int64_t u) {
+  if (m == nullptr) return true;
   if (g == Granularity::entry) return m[u] != 0;
   int64_t fan_in = p.numel() / p.shape()[0];
   for (int64_t j = 0; j < fan_in; ++j) {
@@ -189,7 +189,8 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context) {
     auto named = model_.named_parameters();
     for (size_t i = 0; i < named.size(); ++i) {
       Tensor data = named[i].second->data();
-      std::memcpy(data.raw_data(), rewind_to_[i].raw_data(), data.nbytes());
+      NoGradGuard no_grad;
+      data.copy_(rewind_to_[i]);
       named[i].second->apply_mask(data);
     }
   }
@@ -211,10 +212,15 @@ std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
     PAC_CHECK(scores[i].numel() == units && scores[i].dtype() == DType::f32,
               "criterion {} scored '{}' with {}, expected f32 with {} values", criterion_->name(),
               prunable_[i].first, scores[i].str(), units);
-    const float* s = scores[i].data<float>();
+    // Scores and masks are worked on on the host, whatever device the model is on: pruning
+    // happens a handful of times in a run.
+    Tensor score = scores[i].cpu();
+    const float* s = score.data<float>();
+    Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();
+    const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
     unit_scores[i].resize(units);
     for (int64_t u = 0; u < units; ++u) {
-      bool usable = alive(p, g, u) && !std::isnan(s[u]);
+      bool usable = alive(m, p, g, u) && !std::isnan(s[u]);
       unit_scores[i][u] = usable ? s[u] : -std::numeric_limits<float>::infinity();
     }
   }
@@ -260,14 +266,15 @@ void Pruner::install(const std::vector<Tensor>& keep) {
       continue;
     }
     int64_t channels = p.shape()[0], fan_in = p.numel() / channels;
-    Tensor mask = p.has_mask() ? p.mask().clone() : Tensor::full(p.shape(), 1.0f).to(DType::u8);
+    Tensor mask =
+        p.has_mask() ? p.mask().cpu().clone() : Tensor::full(p.shape(), 1.0f).to(DType::u8);
     uint8_t* m = mask.data<uint8_t>();
     for (int64_t c = 0; c < channels; ++c) {
       if (!k[c]) std::fill(m + c * fan_in, m + (c + 1) * fan_in, uint8_t(0));
     }
     p.set_mask(mask);
     for (const auto& coupled : coupled_[i]) {
-      Tensor cm = coupled->has_mask() ? coupled->mask().clone()
+      Tensor cm = coupled->has_mask() ? coupled->mask().cpu().clone()
                                       : Tensor::full(coupled->shape(), 1.0f).to(DType::u8);
       uint8_t* pm = cm.data<uint8_t>();
       for (int64_t c = 0; c < channels; ++c) pm[c] = pm[c] && k[c];

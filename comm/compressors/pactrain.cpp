@@ -21,6 +21,11 @@
 // and picks the smallest
 //   cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 when ternary waits for its scales).
 //
+// On the GPU (buckets in device memory, NCCL) the same steps run as kernels (core/cuda/pactrain.cu)
+// on the compute stream, and the wire format is the same; the ternary coin flips come from a
+// counter-based hash instead of the CPU's sequential generator. Codec times there are launch
+// times: the kernels themselves overlap with everything else queued.
+//
 // Ternary's scale (--compress-opt scale=fresh|previous):
 //   fresh     s = max |v| over the parameter's kept entries on any rank, this step: one
 //             all-reduce-max of one float per parameter, which backward waits for. |v| <= s
@@ -39,6 +44,7 @@
 
 #include "comm/compressors/builtin.h"
 #include "comm/compressors/options.h"
+#include "core/cuda/kernels.h"
 #include "core/generator.h"
 
 namespace pac::comm {
@@ -159,6 +165,7 @@ struct Plan {
   Tensor wire;      // in the wire encoding: bf16 or f16 [K], ternary's TernaryWire; unused for fp32
   Tensor residual;  // f32 [K]: ternary error feedback
   std::vector<int64_t> entry_begin;  // per entry and one past the end: its range in `values`
+  Tensor begin;                      // entry_begin as i64, on the bucket's device (GPU kernels)
   Tensor scale;              // f32 [entries]: ternary's per-parameter scales, shared by all ranks
   Tensor next_scale;         // f32 [entries]: scale=previous, this step's maxima for the next
   bool scale_known = false;  // scale=previous: `scale` holds the previous step's maxima
@@ -173,6 +180,7 @@ class Pactrain : public Compressor {
         previous_scale_(previous_scale),
         seed_(seed) {}
   std::string name() const override { return "pactrain"; }
+  bool runs_on_gpu() const override { return true; }
 
   std::string describe_buckets() const override {
     std::vector<std::string> parts;
@@ -284,15 +292,31 @@ class Pactrain : public Compressor {
       plan.entry_begin.push_back(at);
       plan.entry_grads.push_back(plan.values.view_flat(at, {p.kept_count()}));
       if (p.has_mask()) {
-        const int32_t* kept = p.kept().data<int32_t>();
+        Tensor kept_host = p.kept().cpu();
+        const int32_t* kept = kept_host.data<int32_t>();
         for (int64_t j = 0, n = p.kept_count(); j < n; ++j) pos[at++] = e.offset + kept[j];
       } else {
         for (int64_t j = 0; j < e.numel; ++j) pos[at++] = e.offset + j;
       }
     }
     plan.entry_begin.push_back(at);
-    plan.scale = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
-    plan.next_scale = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
+    const int64_t entries = static_cast<int64_t>(bucket.entries.size());
+    plan.scale = Tensor::zeros({entries});
+    plan.next_scale = Tensor::zeros({entries});
+    plan.begin = Tensor::from_indices(plan.entry_begin, {entries + 1});
+    // Everything the steps touch lives with the bucket (views made above follow `values`).
+    const Device device = bucket.flat.device();
+    if (!device.is_cpu()) {
+      plan.positions = plan.positions.to(device);
+      plan.values = Tensor::zeros({k}, DType::f32, device);
+      for (size_t e = 0; e < bucket.entries.size(); ++e) {
+        plan.entry_grads[e] =
+            plan.values.view_flat(plan.entry_begin[e], plan.entry_grads[e].shape());
+      }
+      plan.scale = plan.scale.to(device);
+      plan.next_scale = plan.next_scale.to(device);
+      plan.begin = plan.begin.to(device);
+    }
     plan.encoding = restored                           ? *restored
                     : encoding_ == Encoding::automatic ? choose(plan, bucket, group)
                                                        : encoding_;
@@ -301,28 +325,85 @@ class Pactrain : public Compressor {
 
   static void allocate_wire(Plan& plan, int world) {
     int64_t k = plan.values.numel();
+    const Device device = plan.values.device();
     switch (plan.encoding) {
       case Encoding::fp32:
       case Encoding::automatic:
         plan.wire = Tensor();
         break;
       case Encoding::bf16:
-        plan.wire = Tensor::zeros({k}, DType::bf16);
+        plan.wire = Tensor::zeros({k}, DType::bf16, device);
         break;
       case Encoding::fp16:
-        plan.wire = Tensor::zeros({k}, DType::f16);
+        plan.wire = Tensor::zeros({k}, DType::f16, device);
         break;
       case Encoding::ternary: {
         TernaryWire wire = ternary_wire(world);
-        plan.wire = Tensor::zeros({wire.elements(k)}, wire.dtype);
+        plan.wire = Tensor::zeros({wire.elements(k)}, wire.dtype, device);
         break;
       }
     }
-    plan.residual = plan.encoding == Encoding::ternary ? Tensor::zeros({k}) : Tensor();
+    plan.residual =
+        plan.encoding == Encoding::ternary ? Tensor::zeros({k}, DType::f32, device) : Tensor();
+  }
+
+  // The seed of one step's ternary coin flips: different per rank, step and bucket.
+  uint64_t coding_seed(const Plan& plan, int rank) const {
+    return seed_ ^ (uint64_t(rank) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
+           (uint64_t(plan.bucket) << 52);
+  }
+
+  // pack() on the GPU: the same steps as kernels on the compute stream.
+  void pack_gpu(Plan& plan, const Bucket& bucket, ProcessGroup& group, Encoding encoding) {
+    const float* g = bucket.flat.data<float>();
+    const int32_t* pos = plan.positions.data<int32_t>();
+    const int64_t k = plan.positions.numel();
+    if (encoding != Encoding::ternary) {
+      Tensor& out = encoding == Encoding::fp32 ? plan.values : plan.wire;
+      timed([&] {
+        cuda::gather_scaled(g, pos, k, 1.0f / static_cast<float>(group.size()), out.raw_data(),
+                            out.dtype());
+      });
+      return;
+    }
+    const int64_t entries = plan.begin.numel() - 1;
+    float* residual = error_feedback_ ? plan.residual.data<float>() : nullptr;
+    Tensor& maxima = previous_scale_ ? plan.next_scale : plan.scale;
+    timed([&] {
+      cuda::ternary_prepare(g, pos, residual, plan.values.data<float>(), plan.begin.data<int64_t>(),
+                            entries, maxima.data<float>());
+    });
+    if (!previous_scale_ || !plan.scale_known) {
+      if (previous_scale_) plan.scale.copy_(plan.next_scale);
+      // On the GPU this orders the coding after the maxima's all-reduce; the host goes on.
+      group.all_reduce(plan.scale, ReduceOp::max)->wait();
+    }
+    TernaryWire w = ternary_wire(group.size());
+    timed([&] {
+      cuda::ternary_encode(plan.values.data<float>(), plan.scale.data<float>(),
+                           plan.begin.data<int64_t>(), entries, k, coding_seed(plan, group.rank()),
+                           residual, plan.wire.raw_data(), {w.bits, w.per_word, w.dtype});
+    });
+  }
+
+  void unpack_gpu(Plan& plan, int world, Encoding encoding) {
+    const int64_t k = plan.values.numel();
+    timed([&] {
+      if (encoding == Encoding::ternary) {
+        TernaryWire w = ternary_wire(world);
+        cuda::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype}, world,
+                             plan.scale.data<float>(), plan.begin.data<int64_t>(),
+                             plan.begin.numel() - 1, k, plan.values.data<float>());
+      } else {
+        cuda::convert(plan.wire.raw_data(), plan.wire.dtype(), plan.values.data<float>(),
+                      DType::f32, k);
+      }
+    });
   }
 
   // The fused gather: kept gradient entries / world, straight into the send buffer.
   void pack(Plan& plan, const Bucket& bucket, ProcessGroup& group, Encoding encoding) {
+    if (bucket.flat.is_cuda()) return pack_gpu(plan, bucket, group, encoding);
     const float* g = bucket.flat.data<float>();
     const int32_t* pos = plan.positions.data<int32_t>();
     const int64_t k = plan.positions.numel();
@@ -383,8 +464,7 @@ class Pactrain : public Compressor {
       group.all_reduce(plan.scale, ReduceOp::max)->wait();
     }
     timed([&] {
-      Generator gen(seed_ ^ (uint64_t(group.rank()) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
-                    (uint64_t(plan.bucket) << 52));
+      Generator gen(coding_seed(plan, group.rank()));
       float* res = plan.residual.data<float>();
       const float* scale = plan.scale.data<float>();
       TernaryWriter out(plan.wire, ternary_wire(group.size()));
@@ -403,6 +483,7 @@ class Pactrain : public Compressor {
 
   // Decodes the reduced wire vector into the averaged compact gradient.
   void unpack(Plan& plan, int world, Encoding encoding) {
+    if (plan.values.is_cuda()) return unpack_gpu(plan, world, encoding);
     timed([&] {
       float* v = plan.values.data<float>();
       const int64_t k = plan.values.numel();
@@ -438,17 +519,24 @@ class Pactrain : public Compressor {
     auto seconds = [](Clock::time_point t) {
       return std::chrono::duration<double>(Clock::now() - t).count();
     };
+    // On the GPU the work is asynchronous: each measurement waits for the device to finish.
+    const Device device = bucket.flat.device();
+    auto finish = [&] {
+      if (!device.is_cpu()) cuda_synchronize();
+    };
     auto best_of_two = [&](const std::function<void()>& f) {
       double best = 1e30;
       for (int i = 0; i < 2; ++i) {
+        finish();
         auto t = Clock::now();
         f();
+        finish();
         best = std::min(best, seconds(t));
       }
       return best;
     };
-    Tensor probe = Tensor::zeros({plan.values.numel()});
-    Tensor one = Tensor::zeros({1});
+    Tensor probe = Tensor::zeros({plan.values.numel()}, DType::f32, device);
+    Tensor one = Tensor::zeros({1}, DType::f32, device);
     group.all_reduce(probe, ReduceOp::sum)->wait();  // warm-up
     double t_vector = best_of_two([&] { group.all_reduce(probe, ReduceOp::sum)->wait(); });
     double t_one = best_of_two([&] { group.all_reduce(one, ReduceOp::sum)->wait(); });
@@ -461,9 +549,11 @@ class Pactrain : public Compressor {
       allocate_wire(plan, group.size());
       double codec_before = codec_seconds_;
       uint64_t kernels_before = kernels_;
+      finish();
       auto t = Clock::now();
       pack(plan, bucket, group, e);
       unpack(plan, group.size(), e);
+      finish();
       // The ternary pack waits for its scale all-reduce; only the coding counts as codec time.
       double codec = e == Encoding::ternary ? codec_seconds_ - codec_before : seconds(t);
       codec_seconds_ = codec_before;

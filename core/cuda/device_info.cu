@@ -20,6 +20,7 @@ int cuda_device_count() {
 
 void cuda_set_device(int index) { cuda::set_device(index); }
 int current_cuda_device() { return cuda::current_device(); }
+void cuda_synchronize() { cuda::synchronize(); }
 void cuda_set_tf32(bool allow) { cuda::set_allow_tf32(allow); }
 
 }  // namespace pac

@@ -183,6 +183,30 @@ enum class MaskedReduce { sum_squares, nonfinite_count };
 PAC_CUDA_FN(void masked_reduce(MaskedReduce kind, const float* values, const uint8_t* mask,
                                int64_t n, float* result))
 
+// --- pactrain.cu: the PacTrain compressor's pack, ternary coding and unpack ---
+// out[j] = g[positions[j]] * scale in `out_dtype` (f32, bf16 or f16): the fused gather.
+PAC_CUDA_FN(void gather_scaled(const float* g, const int32_t* positions, int64_t k, float scale,
+                               void* out, DType out_dtype))
+// How ternary sums travel (comm::TernaryWire): `bits` wide fields, `per_word` to an int64 word,
+// or (bits 0) one i8/i16 per value.
+struct TernaryLayout {
+  int bits = 0, per_word = 1;
+  DType dtype = DType::i8;
+};
+// e[j] = g[positions[j]] (+ residual[j] when residual is not null), and per parameter p (values
+// begin[p] .. begin[p + 1]) maxima[p] = max |e| over its values.
+PAC_CUDA_FN(void ternary_prepare(const float* g, const int32_t* positions, const float* residual,
+                                 float* e, const int64_t* begin, int64_t parameters, float* maxima))
+// Codes t = sign(e) with probability min(1, |e| / scale[p]) (a counter-based hash of (seed, j)),
+// writes t + 1 into the wire, and residual[j] = e[j] - scale[p] t when residual is not null.
+PAC_CUDA_FN(void ternary_encode(const float* e, const float* scale, const int64_t* begin,
+                                int64_t parameters, int64_t k, uint64_t seed, float* residual,
+                                void* wire, TernaryLayout layout))
+// values[j] = scale[p] / world * (sum over ranks of t at j), from the reduced wire.
+PAC_CUDA_FN(void ternary_decode(const void* wire, TernaryLayout layout, int world,
+                                const float* scale, const int64_t* begin, int64_t parameters,
+                                int64_t k, float* values))
+
 #ifndef PAC_WITH_CUDA
 #pragma GCC diagnostic pop
 #endif

@@ -20,7 +20,8 @@ class ChannelL1 : public Criterion {
     for (const auto& [name, p] : params) {
       int64_t channels = p->shape()[0], fan_in = p->numel() / channels;
       Tensor s = Tensor::zeros({channels});
-      const float* w = p->data().data<float>();
+      Tensor weights = p->data().cpu();
+      const float* w = weights.data<float>();
       for (int64_t c = 0; c < channels; ++c) {
         double l1 = 0.0;
         for (int64_t j = 0; j < fan_in; ++j) l1 += std::abs(w[c * fan_in + j]);

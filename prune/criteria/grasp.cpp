@@ -35,7 +35,8 @@ class Grasp : public Criterion {
     context.compute_gradients();
     std::vector<Tensor> g = copy_gradients(params);
     std::vector<Tensor> saved;
-    for (const auto& [name, p] : params) saved.push_back(p->data().clone());
+    // Host copies: the scores are computed on the host, whatever device the model is on.
+    for (const auto& [name, p] : params) saved.push_back(p->data().cpu().clone());
     double g_norm = norm_of(g), w_norm = norm_of(saved);
     if (g_norm == 0.0 || w_norm == 0.0) {  // no gradient flow to preserve: fall back to |w|
       std::vector<Tensor> scores;
@@ -46,17 +47,24 @@ class Grasp : public Criterion {
     {
       NoGradGuard no_grad;
       for (size_t i = 0; i < params.size(); ++i) {
-        float* w = static_cast<float*>(params[i].second->data().raw_data());
+        Tensor shifted = saved[i].clone();
+        float* w = shifted.data<float>();
         const float* pg = g[i].data<float>();
         for (int64_t j = 0, n = g[i].numel(); j < n; ++j)
           w[j] += static_cast<float>(h / g_norm * pg[j]);
+        Tensor data = params[i].second->data();
+        data.copy_(shifted);
       }
     }
     context.compute_gradients();
     std::vector<Tensor> g_shifted = copy_gradients(params);
     std::vector<Tensor> scores;
     for (size_t i = 0; i < params.size(); ++i) {
-      std::memcpy(params[i].second->data().raw_data(), saved[i].raw_data(), saved[i].nbytes());
+      {
+        NoGradGuard no_grad;
+        Tensor data = params[i].second->data();
+        data.copy_(saved[i]);
+      }
       Tensor s = Tensor::empty(saved[i].shape());
       const float* w = saved[i].data<float>();
       const float* g0 = g[i].data<float>();

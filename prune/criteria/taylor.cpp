@@ -19,8 +19,10 @@ class Taylor : public Criterion {
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor g = params[i].second->grad();
       if (!g.defined()) continue;
+      g = g.cpu();  // the sums live on the host (a copy per step when training on a GPU)
+      Tensor w = params[i].second->data().cpu();
       const float* pg = g.data<float>();
-      const float* pw = params[i].second->data().data<float>();
+      const float* pw = w.data<float>();
       float* s = sums_[i].data<float>();
       for (int64_t j = 0, n = g.numel(); j < n; ++j) s[j] += std::abs(pg[j] * pw[j]);
     }

@@ -1,0 +1,132 @@
+// The PacTrain compressor's kernels: the fused gather of the kept gradient entries into the send
+// buffer, and the ternary coding of comm/compressors/pactrain.cpp with its packed wire format.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/cuda/kernels.h"
+#include "core/cuda/launch.cuh"
+
+namespace pac::cuda {
+
+void gather_scaled(const float* g, const int32_t* positions, int64_t k, float scale, void* out,
+                   DType out_dtype) {
+  switch (out_dtype) {
+    case DType::f32: {
+      auto* o = static_cast<float*>(out);
+      return for_each(k, [=] __device__(int64_t j) { o[j] = g[positions[j]] * scale; });
+    }
+    case DType::bf16: {
+      auto* o = static_cast<__nv_bfloat16*>(out);
+      return for_each(
+          k, [=] __device__(int64_t j) { o[j] = __float2bfloat16_rn(g[positions[j]] * scale); });
+    }
+    case DType::f16: {
+      auto* o = static_cast<__half*>(out);
+      return for_each(
+          k, [=] __device__(int64_t j) { o[j] = __float2half_rn(g[positions[j]] * scale); });
+    }
+    default:
+      PAC_FAIL("gather_scaled: {} is not a wire type (f32, bf16, f16)", dtype_name(out_dtype));
+  }
+}
+
+namespace {
+
+// The parameter that value j belongs to: begin is sorted, and there are few parameters.
+__device__ inline int64_t parameter_of(const int64_t* begin, int64_t parameters, int64_t j) {
+  int64_t lo = 0, hi = parameters - 1;
+  while (lo < hi) {
+    int64_t mid = (lo + hi + 1) / 2;
+    if (begin[mid] <= j)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// A uniform number in [0, 1) for value j: SplitMix64 of (seed, j).
+__device__ inline float uniform_at(uint64_t seed, int64_t j) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(j + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// One block per parameter: e over its values, then the block's maximum of |e|.
+__global__ void ternary_prepare_kernel(const float* g, const int32_t* positions,
+                                       const float* residual, float* e, const int64_t* begin,
+                                       float* maxima) {
+  __shared__ float scratch[32];
+  int64_t p = blockIdx.x;
+  float m = 0.0f;
+  for (int64_t j = begin[p] + threadIdx.x; j < begin[p + 1]; j += blockDim.x) {
+    float v = g[positions[j]] + (residual != nullptr ? residual[j] : 0.0f);
+    e[j] = v;
+    m = fmaxf(m, fabsf(v));
+  }
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) maxima[p] = m;
+}
+
+}  // namespace
+
+void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
+                     const int64_t* begin, int64_t parameters, float* maxima) {
+  if (parameters == 0) return;
+  ternary_prepare_kernel<<<static_cast<unsigned>(parameters), 256, 0, compute_stream()>>>(
+      g, positions, residual, e, begin, maxima);
+  PAC_CUDA_LAUNCH_CHECK();
+}
+
+void ternary_encode(const float* e, const float* scale, const int64_t* begin, int64_t parameters,
+                    int64_t k, uint64_t seed, float* residual, void* wire, TernaryLayout layout) {
+  auto code = [=] __device__(int64_t j) {
+    float s = scale[parameter_of(begin, parameters, j)];
+    float v = e[j];
+    // A value above the scale (scale=previous) has probability above 1: always sign(v).
+    int t = s > 0.0f && uniform_at(seed, j) < fabsf(v) / s ? (v > 0.0f ? 1 : -1) : 0;
+    if (residual != nullptr) residual[j] = v - s * static_cast<float>(t);
+    return t;
+  };
+  if (layout.bits == 0) {
+    if (layout.dtype == DType::i8) {
+      auto* w = static_cast<int8_t*>(wire);
+      return for_each(k, [=] __device__(int64_t j) { w[j] = static_cast<int8_t>(code(j)); });
+    }
+    auto* w = static_cast<int16_t*>(wire);
+    return for_each(k, [=] __device__(int64_t j) { w[j] = static_cast<int16_t>(code(j)); });
+  }
+  // One thread per word: its per_word values, t + 1 in consecutive fields.
+  auto* w = static_cast<int64_t*>(wire);
+  int64_t words = (k + layout.per_word - 1) / layout.per_word;
+  for_each(words, [=] __device__(int64_t i) {
+    uint64_t word = 0;
+    int64_t first = i * layout.per_word;
+    for (int f = 0; f < layout.per_word && first + f < k; ++f) {
+      word |= static_cast<uint64_t>(code(first + f) + 1) << (f * layout.bits);
+    }
+    w[i] = static_cast<int64_t>(word);
+  });
+}
+
+void ternary_decode(const void* wire, TernaryLayout layout, int world, const float* scale,
+                    const int64_t* begin, int64_t parameters, int64_t k, float* values) {
+  for_each(k, [=] __device__(int64_t j) {
+    int sum;
+    if (layout.bits == 0) {
+      sum = layout.dtype == DType::i8 ? static_cast<const int8_t*>(wire)[j]
+                                      : static_cast<const int16_t*>(wire)[j];
+    } else {
+      uint64_t word = static_cast<uint64_t>(static_cast<const int64_t*>(wire)[j / layout.per_word]);
+      int field = static_cast<int>(j % layout.per_word);
+      sum = static_cast<int>((word >> (field * layout.bits)) & ((uint64_t(1) << layout.bits) - 1)) -
+            world;
+    }
+    values[j] = scale[parameter_of(begin, parameters, j)] / static_cast<float>(world) *
+                static_cast<float>(sum);
+  });
+}
+
+}  // namespace pac::cuda

@@ -1,0 +1,117 @@
+// The compressors that run on GPU buckets, against the same compressors on CPU buckets, in a
+// group of one (where every reduction is the identity, so the pack and unpack are what is
+// compared): pactrain's gather in fp32, bf16 and fp16, its ternary coding's error-feedback
+// bookkeeping, and dense, fp16 and bf16.
+#include <doctest/doctest.h>
+
+#include "comm/compressor.h"
+#include "comm/reducer.h"
+#include "layers/linear.h"
+#include "layers/sequential.h"
+#include "tests/gpu/compare.h"
+
+namespace pac {
+namespace {
+
+using testing::relative_error;
+
+struct Setup {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<comm::Reducer> reducer;
+};
+
+// Two linear layers with the same half-pruned weights on either device, and a Reducer with tiny
+// buckets (one parameter each).
+Setup make(Device device, const std::string& compressor, const comm::CompressorOptions& options) {
+  default_generator().manual_seed(3);
+  Setup s;
+  s.model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(32, 16), std::make_shared<nn::Linear>(16, 4)});
+  uint64_t seed = 40;
+  for (auto& [name, p] : s.model->named_parameters()) {
+    if (p->shape().size() == 2) p->set_mask(Generator(seed++).bernoulli(p->shape(), 0.5f));
+  }
+  s.model->to(device);
+  s.reducer = std::make_unique<comm::Reducer>(*s.model, comm::make_local_group(),
+                                              comm::make_compressor(compressor, options),
+                                              comm::ReducerOptions{1e-6, 1e-6});
+  return s;
+}
+
+// One backward of the same batch on both, then the gradient each update would read.
+std::vector<Tensor> step(Setup& s, int seed) {
+  Tensor x = Generator(seed).randn({8, 32}).to(s.model->parameters().front()->data().device());
+  s.model->zero_grad();
+  for (auto& p : s.model->parameters()) p->set_compact_grad(Tensor());
+  sum(mul((*s.model)(x), (*s.model)(x))).backward();
+  s.reducer->finalize();
+  std::vector<Tensor> out;
+  for (auto& p : s.model->parameters()) {
+    out.push_back(p->compact_grad().defined() ? p->compact_grad() : p->grad());
+  }
+  return out;
+}
+
+TEST_CASE("pactrain's gather and unpack on the GPU match the CPU in every plain encoding") {
+  for (std::string enc : {"fp32", "bf16", "fp16"}) {
+    INFO("enc=" << enc);
+    Setup cpu = make(Device::cpu(), "pactrain", {{"enc", enc}});
+    Setup gpu = make(Device::cuda(), "pactrain", {{"enc", enc}});
+    for (int s = 0; s < 2; ++s) {
+      auto a = step(cpu, s), b = step(gpu, s);
+      for (size_t i = 0; i < a.size(); ++i) {
+        CHECK(b[i].is_cuda());
+        CHECK(relative_error(b[i], a[i]) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("dense, fp16 and bf16 on GPU buckets match the CPU") {
+  for (std::string name : {"dense", "fp16", "bf16"}) {
+    INFO("compressor " << name);
+    Setup cpu = make(Device::cpu(), name, {}), gpu = make(Device::cuda(), name, {});
+    auto a = step(cpu, 5), b = step(gpu, 5);
+    for (size_t i = 0; i < a.size(); ++i) CHECK(relative_error(b[i], a[i]) <= 1e-5);
+  }
+}
+
+TEST_CASE(
+    "pactrain ternary on the GPU: what is received plus the new residual is the gradient "
+    "plus the old residual, and the codes are ternary multiples of the scale") {
+  Setup reference = make(Device::cpu(), "pactrain", {{"enc", "fp32"}});
+  Setup gpu = make(Device::cuda(), "pactrain", {{"enc", "ternary"}, {"ef", "1"}});
+  std::map<int, std::vector<float>> residual;  // by bucket, in value order
+  for (int s = 0; s < 4; ++s) {
+    auto exact = step(reference, 10 + s);
+    auto coded = step(gpu, 10 + s);
+    StateDict state = gpu.reducer->compressor().state();
+    for (const auto& bucket : gpu.reducer->buckets()) {
+      std::string key = comm::bucket_state_key(bucket.index, "residual");
+      if (!state.count(key)) continue;  // a dense bucket (a bias)
+      std::vector<float> now = state.at(key).to_vector();
+      std::vector<float> before = residual.count(bucket.index)
+                                      ? residual[bucket.index]
+                                      : std::vector<float>(now.size(), 0.0f);
+      // The bucket's values, in order: each entry's compact gradient (one entry per bucket here).
+      std::vector<float> received, gradient;
+      for (const auto& entry : bucket.entries) {
+        auto params = gpu.model->parameters();
+        size_t i = std::find(params.begin(), params.end(), entry.param) - params.begin();
+        for (float v : coded[i].to_vector()) received.push_back(v);
+        for (float v : exact[i].to_vector()) gradient.push_back(v);
+      }
+      REQUIRE(received.size() == now.size());
+      float scale = 0.0f;
+      for (size_t j = 0; j < now.size(); ++j) scale = std::max(scale, std::fabs(received[j]));
+      for (size_t j = 0; j < now.size(); ++j) {
+        CHECK(received[j] + now[j] == doctest::Approx(gradient[j] + before[j]).epsilon(1e-4));
+        CHECK((received[j] == 0.0f || std::fabs(std::fabs(received[j]) - scale) <= 1e-6f * scale));
+      }
+      residual[bucket.index] = now;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pac
