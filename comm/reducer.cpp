@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "comm/host_staging.h"
 #include "core/autograd.h"
 
 namespace pac::comm {
@@ -42,10 +43,10 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
   auto named = model.named_parameters();
   PAC_CHECK(!named.empty(), "reducer: the model has no parameters");
   Device device = named.front().second->data().device();
-  PAC_CHECK(device.is_cpu() || compressor_->runs_on_gpu(),
-            "reducer: the '{}' compressor works on host memory only so far; on the GPU use "
-            "dense, fp16 or bf16",
-            compressor_->name());
+  // A compressor written for host memory still works on GPU buckets, through host copies.
+  if (!device.is_cpu() && !compressor_->runs_on_gpu()) {
+    compressor_ = stage_on_host(std::move(compressor_));
+  }
   PAC_CHECK(device.is_cpu() || group_->size() == 1 || group_->backend() == "nccl",
             "reducer: GPU gradients need the nccl backend, not '{}'", group_->backend());
 

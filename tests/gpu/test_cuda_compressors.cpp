@@ -1,7 +1,7 @@
 // The compressors that run on GPU buckets, against the same compressors on CPU buckets, in a
 // group of one (where every reduction is the identity, so the pack and unpack are what is
 // compared): pactrain's gather in fp32, bf16 and fp16, its ternary coding's error-feedback
-// bookkeeping, and dense, fp16 and bf16.
+// bookkeeping, dense, fp16 and bf16, and the host-memory compressors through host staging.
 #include <doctest/doctest.h>
 
 #include "comm/compressor.h"

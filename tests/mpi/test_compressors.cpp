@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "comm/compressor.h"
+#include "comm/host_staging.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "layers/parameter.h"
@@ -114,6 +115,33 @@ TEST_CASE("bytes on the wire match each compressor's formula") {
   // topk: k values and k indices all-gathered ((P - 1) blocks each), the 1-D part all-reduced.
   CHECK(sent_by("topk", {{"ratio", "0.1"}}, {{99, 10}, {10}}) ==
         static_cast<uint64_t>((p - 1) * 99 * 8) + ring(10, 4));
+}
+
+TEST_CASE("host staging leaves every compressor's result, state and byte count unchanged") {
+  const int64_t rows = 24, cols = 16, n = rows * cols + 5;
+  for (std::string name : {"dense", "topk", "randomk", "terngrad", "powersgd", "signsgd"}) {
+    INFO("compressor " << name);
+    auto plain = comm::make_compressor(name, {});
+    auto staged = comm::stage_on_host(comm::make_compressor(name, {}));
+    CHECK(staged->name() == name);
+    for (int step = 0; step < 3; ++step) {
+      Tensor g = mul_scalar(gradient_of(world().rank(), n), 1.0f + step);
+      comm::Bucket a = bucket_of(g.clone(), {{rows, cols}, {5}});
+      comm::Bucket b = bucket_of(g.clone(), {{rows, cols}, {5}});
+      uint64_t sent = world().bytes_sent();
+      plain->reduce(a, world())->wait();
+      uint64_t plain_bytes = world().bytes_sent() - sent;
+      sent = world().bytes_sent();
+      auto work = staged->reduce(b, world());
+      work->wait();
+      CHECK(world().bytes_sent() - sent == plain_bytes);
+      CHECK(b.flat.to_vector() == a.flat.to_vector());
+    }
+    CHECK(staged->kernels() >= plain->kernels());
+    StateDict s1 = plain->state(), s2 = staged->state();
+    REQUIRE(s1.size() == s2.size());
+    for (const auto& [key, t] : s1) CHECK(s2.at(key).to_vector() == t.to_vector());
+  }
 }
 
 TEST_CASE("unknown or malformed compressor options are errors") {
