@@ -224,8 +224,15 @@ TrainResult train(const TrainOptions& o) {
         comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, o.allow_unused_parameters});
   }
 
-  data::LoaderOptions loader_options{o.batch, true, o.seed,         rank,
-                                     world,   true, o.crop_padding, o.flip};
+  data::LoaderOptions loader_options{o.batch,
+                                     true,
+                                     o.seed,
+                                     rank,
+                                     world,
+                                     true,
+                                     o.crop_padding,
+                                     o.flip,
+                                     /*pinned=*/!device.is_cpu()};
   data::Loader loader(train_set, loader_options);
   int64_t batches = loader.num_batches();
   PAC_CHECK(batches > 0, "{} training samples make no full batch of {}", train_set.size(), o.batch);

@@ -144,7 +144,9 @@ Tensor Tensor::clone() const {
 
 void Tensor::copy_bytes_from(const Tensor& source) const {
   if (is_cuda() || source.is_cuda()) {
-    cuda::copy_bytes(raw_data(), is_cuda(), source.raw_data(), source.is_cuda(), nbytes());
+    const Tensor& host = is_cuda() ? source : *this;
+    cuda::copy_bytes(raw_data(), is_cuda(), source.raw_data(), source.is_cuda(), nbytes(),
+                     host.storage()->pinned());
   } else {
     std::memmove(raw_data(), source.raw_data(), nbytes());
   }
@@ -165,12 +167,17 @@ void Tensor::move_to_(Device target) const {
   if (impl()->grad) Tensor(impl()->grad).move_to_(target);
 }
 
-Tensor Tensor::pin_memory() const {
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(nbytes(), Device::cpu(), /*pinned=*/true);
-  impl->shape = shape();
-  impl->dtype = dtype();
-  Tensor t(impl);
+  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), Device::cpu(),
+                                            /*pinned=*/true);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+Tensor Tensor::pin_memory() const {
+  Tensor t = empty_pinned(shape(), dtype());
   t.copy_bytes_from(*this);
   return t;
 }

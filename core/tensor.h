@@ -46,6 +46,8 @@ class Tensor {
 
   // Factories. All return CPU tensors unless a device is given.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // Host memory that the GPU copies from asynchronously (needs the CUDA backend).
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::f32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, Device device = Device::cpu());
   static Tensor full(const Shape& shape, float value, Device device = Device::cpu());

@@ -43,7 +43,10 @@ Batch Loader::batch(int64_t index) const {
   int64_t begin = index * options_.batch;
   int64_t count = std::min(options_.batch, samples_per_rank() - begin);
   int64_t c = dataset_.channels(), h = dataset_.height(), w = dataset_.width();
-  Batch out{Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64)};
+  Batch out =
+      options_.pinned
+          ? Batch{Tensor::empty_pinned({count, c, h, w}), Tensor::empty_pinned({count}, DType::i64)}
+          : Batch{Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64)};
   // Augmentation draws depend only on (seed, epoch, rank, batch): reproducible and resumable.
   Generator g((options_.seed + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(epoch_) << 40) ^
               (static_cast<uint64_t>(options_.rank) << 20) ^ static_cast<uint64_t>(index));

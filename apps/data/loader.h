@@ -16,6 +16,7 @@ struct LoaderOptions {
   bool drop_last = true;     // a short final batch would change BN statistics; drop it
   int64_t crop_padding = 0;  // > 0: random crop of the original size after this much padding
   bool flip = false;         // random horizontal flip
+  bool pinned = false;       // batches in pinned memory, for asynchronous copies to a GPU
 };
 
 struct Batch {

@@ -37,8 +37,16 @@ BlockCache& device_cache() {
   return *instance;
 }
 
-BlockCache& pinned_cache() {
-  static BlockCache* instance = new BlockCache();
+// Pinned blocks are read by copies queued on the GPU, which may still be pending when the host
+// frees the tensor: each freed block carries an event recorded on the compute stream at the free,
+// and is handed out again only once that event has passed.
+struct PinnedCache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<std::pair<void*, cudaEvent_t>>> free_blocks;
+};
+
+PinnedCache& pinned_cache() {
+  static PinnedCache* instance = new PinnedCache();
   return *instance;
 }
 
@@ -131,15 +139,32 @@ void cuda_empty_cache() {
 void* pinned_allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   size_t cls = size_class(nbytes);
-  BlockCache& c = pinned_cache();
-  if (void* block = take_cached(c, cls)) return block;
+  PinnedCache& c = pinned_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto& blocks = c.free_blocks[cls];
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (cudaEventQuery(blocks[i].second) != cudaSuccess) continue;  // a copy still reads it
+      void* block = blocks[i].first;
+      cudaEventDestroy(blocks[i].second);
+      blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+      return block;
+    }
+    cudaGetLastError();  // cudaEventQuery's "not ready" is not an error
+  }
   void* block = nullptr;
   CUDA_CHECK(cudaHostAlloc(&block, cls, cudaHostAllocDefault));
   return block;
 }
 
 void pinned_free(void* ptr, size_t nbytes) {
-  if (ptr != nullptr) give_back(pinned_cache(), ptr, size_class(nbytes));
+  if (ptr == nullptr) return;
+  cudaEvent_t freed = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&freed, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(freed, cuda::compute_stream()));
+  PinnedCache& c = pinned_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.free_blocks[size_class(nbytes)].emplace_back(ptr, freed);
 }
 
 }  // namespace pac

@@ -53,9 +53,11 @@ enum class BinaryOp { add, sub, mul, div };
 enum class UnaryOp { neg, exp, log, sqrt, pow, relu, tanh, sigmoid, gelu, gelu_tanh };
 
 // --- memory (memory.cu) ---
-// Copies between any two of host and device; waits when the host side is pageable memory.
+// Copies between any two of host and device. Returns at once for a copy from pinned host memory
+// to the device (queued on the compute stream); waits for the others, since the host may read or
+// free its side as soon as this returns.
 PAC_CUDA_FN(void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
-                            size_t nbytes))
+                            size_t nbytes, bool host_pinned))
 PAC_CUDA_FN(void zero_bytes(void* dst, size_t nbytes))
 PAC_CUDA_FN(void fill(float* dst, float value, int64_t n))
 // Element conversion through float, as Tensor::to(DType) does on the CPU.

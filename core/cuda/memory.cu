@@ -7,14 +7,18 @@
 
 namespace pac::cuda {
 
-void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t nbytes) {
+void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t nbytes,
+                bool host_pinned) {
   if (nbytes == 0) return;
   cudaMemcpyKind kind = dst_on_device
                             ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                             : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, compute_stream()));
-  // The host side may be freed or read as soon as we return.
-  if (!dst_on_device || !src_on_device) synchronize();
+  // The host side may be freed or read as soon as we return, so the copy is waited for, except
+  // from pinned memory to the device: a pinned block is not reused before the copies queued
+  // before its free have run (core/cuda/allocator.cu).
+  bool async = dst_on_device && (src_on_device || host_pinned);
+  if (!async) synchronize();
 }
 
 void zero_bytes(void* dst, size_t nbytes) {

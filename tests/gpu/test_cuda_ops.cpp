@@ -1,6 +1,8 @@
 // Every op on the GPU against its CPU twin, forward and backward, on random inputs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "core/allocator.h"
 #include "tests/gpu/compare.h"
 
@@ -39,6 +41,20 @@ TEST_CASE("tensors move between host and GPU and keep their values") {
     CHECK(small.to(Device::cuda()).to(t).to(DType::f32).to_vector() == small.to_vector());
     CHECK(small.to(Device::cuda()).to(t).cpu().to_vector() == small.to(t).to_vector());
   }
+}
+
+TEST_CASE("a copy from pinned memory is asynchronous, and the block is not reused before it ran") {
+  const int64_t n = 1 << 22;
+  Tensor device = Tensor::empty({n}, DType::f32, Device::cuda());
+  {
+    Tensor pinned = Tensor::empty_pinned({n});
+    std::fill(pinned.data<float>(), pinned.data<float>() + n, 1.0f);
+    device.copy_(pinned);
+  }  // freed while the copy may still be queued
+  Tensor again = Tensor::empty_pinned({n});
+  std::fill(again.data<float>(), again.data<float>() + n, 2.0f);  // must not be the block above
+  std::vector<float> v = device.to_vector();
+  CHECK(std::count(v.begin(), v.end(), 1.0f) == n);
 }
 
 TEST_CASE("the caching allocator reuses blocks and counts bytes") {
