@@ -413,6 +413,8 @@ TrainResult train(const TrainOptions& o) {
              {"comm_exposed_s", comm_stats.comm_exposed_s},
              {"codec_kernels", comm_stats.codec_kernels},
              {"allocations", cpu_allocator_stats().allocations - allocations_before},
+             {"gpu_bytes", device.is_cpu() ? 0 : cuda_allocator_stats().current_bytes},
+             {"gpu_peak_bytes", device.is_cpu() ? 0 : cuda_allocator_stats().peak_bytes},
              {"density", pruner ? 1.0 - pruner->sparsity() : 1.0},
              {"world_size", world}});
       }

@@ -102,3 +102,24 @@ TEST_CASE("conv2d forward on a hand-computed case") {
   CHECK(y.to_vector() == std::vector<float>{1.5, 2.5, 2.5, 1.5, 2.5, 4.5, 4.5, 2.5, 2.5, 4.5, 4.5,
                                             2.5, 1.5, 2.5, 2.5, 1.5});
 }
+
+TEST_CASE("devices are parsed from their names, and a GPU that is not there is a clear error") {
+  CHECK(Device::parse("cpu") == Device::cpu());
+  CHECK(Device::parse("cuda") == Device::cuda(0));
+  CHECK(Device::parse("cuda:3") == Device::cuda(3));
+  CHECK(Device::parse("cuda:3").str() == "cuda:3");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU", ""}) {
+    CHECK_THROWS_WITH_AS(Device::parse(bad), doctest::Contains("expected cpu, cuda or cuda:N"),
+                         Error);
+  }
+  if (cuda_device_count() == 0) {
+    // Without CUDA compiled in, or without a device: either way an error, never a crash.
+    CHECK_THROWS_AS(Tensor::empty({4}, DType::f32, Device::cuda()), Error);
+    CHECK_THROWS_AS(Tensor::ones({4}).to(Device::cuda()), Error);
+    CHECK(Tensor::ones({4}).to(Device::cpu()).to_vector() == std::vector<float>(4, 1.0f));
+  }
+  if (!cuda_compiled()) {
+    CHECK_THROWS_WITH_AS(Tensor::empty({4}, DType::f32, Device::cuda()),
+                         doctest::Contains("no CUDA backend"), Error);
+  }
+}

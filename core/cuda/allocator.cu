@@ -115,8 +115,10 @@ void* cuda_allocate(size_t nbytes) {
       std::lock_guard<std::mutex> lock(c.mutex);
       c.stats.current_bytes -= cls;
     }
-    PAC_FAIL("out of GPU memory allocating {} bytes ({} bytes in use by tensors): {}", nbytes,
-             cuda_allocator_stats().current_bytes, cudaGetErrorString(status));
+    PAC_CHECK(status != cudaErrorMemoryAllocation,
+              "out of GPU memory allocating {} bytes ({} bytes in use by tensors)", nbytes,
+              cuda_allocator_stats().current_bytes);
+    PAC_FAIL("cudaMalloc of {} bytes failed: {}", nbytes, cudaGetErrorString(status));
   }
   return poisoned(block, cls);
 }
