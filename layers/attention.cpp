@@ -40,7 +40,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     for (int64_t i = 0; i < t; ++i) {
       for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = -std::numeric_limits<float>::infinity();
     }
-    scores = add(scores, mask);
+    scores = add(scores, mask.to(scores.device()));
   }
   Tensor out = matmul(softmax(scores, -1), v);              // [N, H, T, hd]
   out = reshape(permute(out, {0, 2, 1, 3}), {n, t, dim_});  // [N, T, dim]
