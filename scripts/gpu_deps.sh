@@ -2,7 +2,8 @@
 # Fetches, on this machine (which has apt), the Debian packages that the GPU build needs into
 # .deps/debs (ignored by git), for a GPU machine that has CUDA, CMake, ninja and Python but no apt
 # and none of these -dev packages. scripts/gpu_check.sh unpacks them there into a private prefix
-# (.deps/root) and points CMake at it. Name .deps in the device call's `carry`.
+# (.deps/root) and points CMake at it. Carry .deps/debs to the GPU machine (not all of .deps,
+# which also holds the unpacked prefix after a local check: 120 MB).
 # The GPU build needs no MPI and no oneDNN (-DPAC_MPI=OFF -DPAC_DNNL=OFF).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
