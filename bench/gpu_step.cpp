@@ -4,7 +4,11 @@
 // line per model; bench/torch_gpu_step.py prints the same lines for PyTorch eager, and
 // scripts/gpu_check.sh runs both.
 // Usage: bench-gpu-step [--models resnet50,vit-base] [--steps 30] [--warmup 10] [--tf32]
+//                       [--device cuda|cpu] [--image-size 224] [--batch B]
+// --device cpu (with a small --image-size and --batch) checks the harness on a machine without a
+// GPU; it times with the host clock.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -21,9 +25,51 @@
 
 using namespace pac;
 
+// Milliseconds of each of `steps` calls of step, by the host clock.
+template <class Step>
+std::vector<float> host_timed(Step& step, int64_t steps) {
+  std::vector<float> ms;
+  for (int64_t s = 0; s < steps; ++s) {
+    auto start = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(
+        std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  return ms;
+}
+
+// The same by CUDA events recorded between the steps on the compute stream: what the GPU took,
+// not when the host returned.
+template <class Step>
+std::vector<float> gpu_timed(Step& step, int64_t steps) {
+#ifdef PAC_WITH_CUDA
+  cuda::synchronize();
+  cudaStream_t stream = cuda::compute_stream();
+  std::vector<cudaEvent_t> events(steps + 1);
+  for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(events[0], stream));
+  for (int64_t s = 0; s < steps; ++s) {
+    step();
+    CUDA_CHECK(cudaEventRecord(events[s + 1], stream));
+  }
+  cuda::synchronize();
+  std::vector<float> ms(steps);
+  for (int64_t s = 0; s < steps; ++s) {
+    CUDA_CHECK(cudaEventElapsedTime(&ms[s], events[s], events[s + 1]));
+  }
+  for (auto& e : events) cudaEventDestroy(e);
+  return ms;
+#else
+  (void)step;
+  (void)steps;
+  PAC_FAIL("this build has no CUDA backend");
+#endif
+}
+
 int main(int argc, char** argv) try {
-  int64_t steps = 30, warmup = 10;
+  int64_t steps = 30, warmup = 10, image_size = 224, batch_override = 0;
   bool tf32 = false;
+  std::string device_name = "cuda";
   std::string model_list = "resnet50,vit-base";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -39,30 +85,40 @@ int main(int argc, char** argv) try {
       warmup = std::stoll(value);
     else if (arg == "--models")
       model_list = value;
+    else if (arg == "--device")
+      device_name = value;
+    else if (arg == "--image-size")
+      image_size = std::stoll(value);
+    else if (arg == "--batch")
+      batch_override = std::stoll(value);
     else
-      PAC_FAIL("unknown option '{}'; expected --models, --steps, --warmup or --tf32", arg);
+      PAC_FAIL(
+          "unknown option '{}'; expected --models, --steps, --warmup, --tf32, --device, "
+          "--image-size or --batch",
+          arg);
   }
   PAC_CHECK(steps > 0 && warmup >= 0, "--steps must be > 0 and --warmup >= 0");
-#ifndef PAC_WITH_CUDA
-  PAC_FAIL("this build has no CUDA backend");
-#else
-  PAC_CHECK(cuda_device_count() > 0, "no GPU is visible");
-  cuda_set_device(0);
-  cuda_set_tf32(tf32);
+  const Device device = Device::parse(device_name);
+  if (!device.is_cpu()) {
+    PAC_CHECK(cuda_compiled(), "this build has no CUDA backend");
+    PAC_CHECK(cuda_device_count() > 0, "no GPU is visible (--device cpu checks the harness)");
+    cuda_set_device(device.index);
+    cuda_set_tf32(tf32);
+  }
   std::stringstream names(model_list);
   for (std::string name; std::getline(names, name, ',');) {
-    models::ModelConfig config{name, 3, 1000, 224};
+    models::ModelConfig config{name, 3, 1000, image_size};
     if (name.rfind("vit", 0) == 0) config.patch = 16;
-    const int64_t batch = name.rfind("vit", 0) == 0 ? 32 : 64;
+    const int64_t batch = batch_override > 0 ? batch_override : name.rfind("vit", 0) == 0 ? 32 : 64;
     default_generator().manual_seed(0);
     auto model = models::make_model(config);
-    model->to(Device::cuda());
+    model->to(device);
     optim::Sgd sgd(model->named_parameters(), {0.01f, 0.9f});
     Generator g(0);
-    Tensor x = g.randn({batch, 3, 224, 224}).to(Device::cuda());
+    Tensor x = g.randn({batch, 3, image_size, image_size}).to(device);
     std::vector<int64_t> label_values(batch);
     for (int64_t i = 0; i < batch; ++i) label_values[i] = i % 1000;
-    Tensor y = Tensor::from_indices(label_values, {batch}).to(Device::cuda());
+    Tensor y = Tensor::from_indices(label_values, {batch}).to(device);
     auto step = [&] {
       Tensor loss = cross_entropy((*model)(x), y);
       sgd.zero_grad();
@@ -70,31 +126,16 @@ int main(int argc, char** argv) try {
       sgd.step();
     };
     for (int64_t s = 0; s < warmup; ++s) step();
-    cuda::synchronize();
-    cudaStream_t stream = cuda::compute_stream();
-    std::vector<cudaEvent_t> events(steps + 1);
-    for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
-    CUDA_CHECK(cudaEventRecord(events[0], stream));
-    for (int64_t s = 0; s < steps; ++s) {
-      step();
-      CUDA_CHECK(cudaEventRecord(events[s + 1], stream));
-    }
-    cuda::synchronize();
-    std::vector<float> ms(steps);
-    for (int64_t s = 0; s < steps; ++s) {
-      CUDA_CHECK(cudaEventElapsedTime(&ms[s], events[s], events[s + 1]));
-    }
-    for (auto& e : events) cudaEventDestroy(e);
+    std::vector<float> ms = device.is_cpu() ? host_timed(step, steps) : gpu_timed(step, steps);
     std::sort(ms.begin(), ms.end());
     std::printf(
         "{\"framework\": \"pactrain\", \"model\": \"%s\", \"batch\": %ld, \"precision\": \"%s\", "
         "\"median_ms\": %.3f, \"min_ms\": %.3f, \"steps\": %ld, \"peak_gpu_bytes\": %zu}\n",
         name.c_str(), static_cast<long>(batch), tf32 ? "tf32" : "fp32", ms[steps / 2], ms[0],
-        static_cast<long>(steps), cuda_allocator_stats().peak_bytes);
+        static_cast<long>(steps), device.is_cpu() ? size_t{0} : cuda_allocator_stats().peak_bytes);
     std::fflush(stdout);
   }
   return 0;
-#endif
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench-gpu-step: %s\n", e.what());
   return 2;

@@ -3,7 +3,8 @@ precision, pactrain's and PyTorch's median step time, their ratio (the target is
 and the TFLOP/s each achieves against the measured GEMM peak.
 
 FLOPs per step: 3x the forward pass (backward costs about twice forward), with forward 2 x 4.09
-GMAC per 224x224 image for ResNet-50 and 2 x 17.56 GMAC for ViT-B/16."""
+GMAC per 224x224 image for ResNet-50 and 2 x 17.56 GMAC for ViT-B/16; the TFLOP/s columns hold
+for 224x224 runs only (the GPU check's)."""
 import json
 import sys
 

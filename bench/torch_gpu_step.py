@@ -3,10 +3,12 @@ momentum) of torchvision's ResNet-50 (batch 64) and ViT-B/16 (batch 32) on synth
 data, timed with CUDA events, median of --steps after --warmup. Prints one JSON line per model.
 
 --tf32 lets matrix products and convolutions use TF32 (torch.backends...allow_tf32); without it
-both are plain fp32, as pactrain's default.
+both are plain fp32, as pactrain's default. --device cpu with a small --image-size and --batch
+checks the script on a machine without a GPU (host clock instead of CUDA events).
 """
 import argparse
 import json
+import time
 
 import torch
 import torchvision
@@ -32,12 +34,34 @@ def measure_peak(n=8192, repeats=10):
                           "tflops": round(2 * n ** 3 / (best * 1e-3) / 1e12, 1)}), flush=True)
 
 
+def time_steps(step, steps, device):
+    """Milliseconds of each step: CUDA events between the steps on a GPU, the host clock else."""
+    if device == "cpu":
+        out = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            step()
+            out.append((time.perf_counter() - start) * 1e3)
+        return out
+    torch.cuda.synchronize()
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    events[0].record()
+    for s in range(steps):
+        step()
+        events[s + 1].record()
+    torch.cuda.synchronize()
+    return [events[s].elapsed_time(events[s + 1]) for s in range(steps)]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="resnet50,vit-base")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--batch", type=int, default=0, help="0: 64 for ResNet-50, 32 for ViT")
     parser.add_argument("--peak", action="store_true",
                         help="measure the GPU's fp32 and TF32 GEMM peak instead")
     args = parser.parse_args()
@@ -47,18 +71,20 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True  # pactrain also times cuDNN's algorithms per shape
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     for name in args.models.split(","):
         torch.manual_seed(0)
         if name == "resnet50":
             model, batch = torchvision.models.resnet50(), 64
         elif name == "vit-base":
-            model, batch = torchvision.models.vit_b_16(), 32
+            model = torchvision.models.vit_b_16(image_size=args.image_size)
+            batch = 32
         else:
             raise SystemExit(f"unknown model {name}; expected resnet50 or vit-base")
+        batch = args.batch or batch
         model = model.to(device).train()
         sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        x = torch.randn(batch, 3, 224, 224, device=device)
+        x = torch.randn(batch, 3, args.image_size, args.image_size, device=device)
         y = torch.arange(batch, device=device) % 1000
 
         def step():
@@ -69,22 +95,17 @@ def main():
 
         for _ in range(args.warmup):
             step()
-        torch.cuda.synchronize()
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
-        events[0].record()
-        for s in range(args.steps):
-            step()
-            events[s + 1].record()
-        torch.cuda.synchronize()
-        ms = sorted(events[s].elapsed_time(events[s + 1]) for s in range(args.steps))
+        ms = sorted(time_steps(step, args.steps, args.device))
         print(json.dumps({"framework": "pytorch", "model": name, "batch": batch,
                           "precision": "tf32" if args.tf32 else "fp32",
                           "median_ms": round(ms[len(ms) // 2], 3), "min_ms": round(ms[0], 3),
                           "steps": args.steps,
-                          "peak_gpu_bytes": torch.cuda.max_memory_allocated()}), flush=True)
+                          "peak_gpu_bytes": torch.cuda.max_memory_allocated()
+                          if args.device == "cuda" else 0}), flush=True)
         del model, sgd
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
 
 
 if __name__ == "__main__":
