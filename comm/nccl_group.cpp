@@ -79,12 +79,15 @@ class NcclWork : public Work {
   std::vector<Tensor> keep_;
 };
 
+void require_gpu() {
+  PAC_CHECK(cuda_device_count() > 0, "--backend nccl: no GPU is visible to this process");
+}
+
 class NcclGroup : public ProcessGroup {
  public:
-  NcclGroup() : host_(make_mpi_group()) {
-    int devices = cuda_device_count();
-    PAC_CHECK(devices > 0, "--backend nccl: rank {} sees no GPU", host_->rank());
-    cuda::set_device(host_->local_rank() % devices);
+  // The GPU check comes before the MPI group exists: a failed start must not finalize MPI.
+  NcclGroup() : host_((require_gpu(), make_mpi_group())) {
+    cuda::set_device(host_->local_rank() % cuda_device_count());
     ncclUniqueId id{};
     if (host_->rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     Tensor id_bytes = Tensor::empty({static_cast<int64_t>(sizeof(id))}, DType::u8);

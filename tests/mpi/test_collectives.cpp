@@ -105,3 +105,16 @@ TEST_CASE("reduce_scatter leaves block r, reduced, on rank r") {
     CHECK(out.to_vector()[i] == doctest::Approx(rank_sum + p * (5 * r + i) / 10.0));
   }
 }
+
+TEST_CASE("the nccl backend: refused for CPU training, and a missing GPU is a clear error") {
+  CHECK_THROWS_WITH_AS(comm::make_process_group("nccl", Device::cpu()),
+                       doctest::Contains("train with --device cuda"), Error);
+  if (cuda_device_count() == 0) {
+    // Under mpirun, auto picks nccl for a GPU model; without a GPU (or without NCCL in the
+    // build) that fails before any MPI state is touched, so this rank's MPI stays usable.
+    CHECK_THROWS_AS(comm::make_process_group("auto", Device::cuda()), Error);
+    Tensor t = Tensor::full({1}, 1.0f);
+    world().all_reduce(t, comm::ReduceOp::sum)->wait();
+    CHECK(t.item() == static_cast<float>(world().size()));
+  }
+}
