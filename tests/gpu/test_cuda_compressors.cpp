@@ -38,6 +38,14 @@ Setup make(Device device, const std::string& compressor, const comm::CompressorO
   return s;
 }
 
+// The gradients of the two devices differ in their last bits, and a value that close to a
+// 16-bit rounding boundary may round the other way: one unit in the last place of the wire type.
+double wire_tolerance(const std::string& encoding) {
+  if (encoding == "bf16") return 1.0 / 128;   // 8 significant bits
+  if (encoding == "fp16") return 1.0 / 1024;  // 11 significant bits
+  return 1e-5;
+}
+
 // One backward of the same batch on both, then the gradient each update would read.
 std::vector<Tensor> step(Setup& s, int seed) {
   Tensor x = Generator(seed).randn({8, 32}).to(s.model->parameters().front()->data().device());
@@ -61,7 +69,7 @@ TEST_CASE("pactrain's gather and unpack on the GPU match the CPU in every plain 
       auto a = step(cpu, s), b = step(gpu, s);
       for (size_t i = 0; i < a.size(); ++i) {
         CHECK(b[i].is_cuda());
-        CHECK(relative_error(b[i], a[i]) <= 1e-5);
+        CHECK(relative_error(b[i], a[i]) <= wire_tolerance(enc));
       }
     }
   }
@@ -72,7 +80,8 @@ TEST_CASE("dense, fp16 and bf16 on GPU buckets match the CPU") {
     INFO("compressor " << name);
     Setup cpu = make(Device::cpu(), name, {}), gpu = make(Device::cuda(), name, {});
     auto a = step(cpu, 5), b = step(gpu, 5);
-    for (size_t i = 0; i < a.size(); ++i) CHECK(relative_error(b[i], a[i]) <= 1e-5);
+    std::string wire = name == "dense" ? "fp32" : name;
+    for (size_t i = 0; i < a.size(); ++i) CHECK(relative_error(b[i], a[i]) <= wire_tolerance(wire));
   }
 }
 

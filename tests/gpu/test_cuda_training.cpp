@@ -75,11 +75,15 @@ TEST_CASE("a ResNet-20 training step on the GPU matches the CPU (SGD with moment
       3, 2e-3);
 }
 
-TEST_CASE("a ViT-tiny training step on the GPU matches the CPU (AdamW)") {
+// SGD rather than AdamW here: the attention's key bias has a gradient that is zero but for
+// rounding noise, and AdamW's normalised step turns noise of either sign into a full +-lr step,
+// so the two devices would part by 2 lr per step there. AdamW's kernel is compared with
+// identical gradients below.
+TEST_CASE("a ViT-tiny training step on the GPU matches the CPU (SGD with momentum)") {
   train_twins(
       {"vit-tiny", 1, 10, 28}, {8, 1, 28, 28},
       [](const optim::NamedParameters& p) {
-        return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{1e-3f});
+        return std::make_unique<optim::Sgd>(p, optim::SgdOptions{0.05f, 0.9f});
       },
       3, 2e-3);
 }
