@@ -22,17 +22,15 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   for (const auto& [name, p] : params) {
     Tensor g = update_grad(*p);
     if (!g.defined()) continue;
+    const uint8_t* mask =
+        p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
     if (g.is_cuda()) {
       if (!device_total.defined()) device_total = Tensor::zeros({1}, DType::f32, g.device());
-      const uint8_t* mask =
-          p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
       cuda::masked_reduce(cuda::MaskedReduce::sum_squares, g.data<float>(), mask, g.numel(),
                           device_total.data<float>());
       continue;
     }
     const float* pg = g.data<float>();
-    const uint8_t* mask =
-        p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
     for (int64_t i = 0, count = g.numel(); i < count; ++i) {
       if (!mask || mask[i]) total += static_cast<double>(pg[i]) * pg[i];
     }

@@ -283,8 +283,10 @@ class Pactrain : public Compressor {
     plan.compact = layout.compact;
     if (!plan.compact) return;
     int64_t k = layout.values;
+    // Everything the steps touch lives with the bucket; the positions are worked out on the host.
+    const Device device = bucket.flat.device();
     plan.positions = Tensor::empty({k}, DType::i32);
-    plan.values = Tensor::zeros({k});
+    plan.values = Tensor::zeros({k}, DType::f32, device);
     int32_t* pos = plan.positions.data<int32_t>();
     int64_t at = 0;
     for (const auto& e : bucket.entries) {
@@ -301,22 +303,10 @@ class Pactrain : public Compressor {
     }
     plan.entry_begin.push_back(at);
     const int64_t entries = static_cast<int64_t>(bucket.entries.size());
-    plan.scale = Tensor::zeros({entries});
-    plan.next_scale = Tensor::zeros({entries});
-    plan.begin = Tensor::from_indices(plan.entry_begin, {entries + 1});
-    // Everything the steps touch lives with the bucket (views made above follow `values`).
-    const Device device = bucket.flat.device();
-    if (!device.is_cpu()) {
-      plan.positions = plan.positions.to(device);
-      plan.values = Tensor::zeros({k}, DType::f32, device);
-      for (size_t e = 0; e < bucket.entries.size(); ++e) {
-        plan.entry_grads[e] =
-            plan.values.view_flat(plan.entry_begin[e], plan.entry_grads[e].shape());
-      }
-      plan.scale = plan.scale.to(device);
-      plan.next_scale = plan.next_scale.to(device);
-      plan.begin = plan.begin.to(device);
-    }
+    plan.positions = plan.positions.to(device);
+    plan.scale = Tensor::zeros({entries}, DType::f32, device);
+    plan.next_scale = Tensor::zeros({entries}, DType::f32, device);
+    plan.begin = Tensor::from_indices(plan.entry_begin, {entries + 1}).to(device);
     plan.encoding = restored                           ? *restored
                     : encoding_ == Encoding::automatic ? choose(plan, bucket, group)
                                                        : encoding_;
