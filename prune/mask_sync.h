@@ -8,8 +8,15 @@
 
 namespace pac::prune {
 
-// Rank 0's masks of `params` (1 bit per entry; no mask = all kept) go to every rank, which
-// installs them where its own differ.
+// Installs rank 0's `proposed` masks of `params` (u8, one per parameter; undefined = all kept;
+// read on rank 0 only) on every rank: they travel as a bitmask, and every rank, rank 0 included,
+// installs them with the same code, leaving a parameter whose mask is unchanged untouched and
+// removing the mask of one whose entries are all kept. So every rank changes the same
+// parameters' masks and mask versions, on which the compressors decide when to rebuild a bucket's
+// plan (and its collectives); a rank that changed more would run collectives the others do not.
+void install_masks(comm::ProcessGroup& group, const NamedParameters& params,
+                   const std::vector<Tensor>& proposed);
+// Rank 0's current masks of `params` to every rank, which installs them where its own differ.
 void broadcast_masks(comm::ProcessGroup& group, const NamedParameters& params);
 // 64-bit FNV-1a over every parameter's mask (no mask counts as all ones).
 uint64_t mask_checksum(const NamedParameters& params);

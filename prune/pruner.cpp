@@ -256,31 +256,40 @@ std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
   return keep;
 }
 
-void Pruner::install(const std::vector<Tensor>& keep) {
+std::vector<Tensor> Pruner::proposed_masks(const std::vector<Tensor>& keep) const {
   const Granularity g = criterion_->granularity();
+  // Aligned with masked_: the prunable parameters first, then the coupled ones.
+  std::vector<Tensor> masks(masked_.size());
+  auto slot = [&](const nn::ParameterPtr& p) -> Tensor& {
+    for (size_t m = 0; m < masked_.size(); ++m) {
+      if (masked_[m].second == p) return masks[m];
+    }
+    PAC_FAIL("pruning: a coupled parameter is not among the masked ones");
+  };
+  auto current = [](const nn::Parameter& p) {
+    return p.has_mask() ? p.mask().cpu().clone() : Tensor::full(p.shape(), 1.0f).to(DType::u8);
+  };
   for (size_t i = 0; i < prunable_.size(); ++i) {
-    nn::Parameter& p = *prunable_[i].second;
+    const nn::Parameter& p = *prunable_[i].second;
     const uint8_t* k = keep[i].data<uint8_t>();
     if (g == Granularity::entry) {
-      p.set_mask(keep[i].view_flat(0, p.shape()));
+      masks[i] = keep[i].view_flat(0, p.shape());
       continue;
     }
     int64_t channels = p.shape()[0], fan_in = p.numel() / channels;
-    Tensor mask =
-        p.has_mask() ? p.mask().cpu().clone() : Tensor::full(p.shape(), 1.0f).to(DType::u8);
-    uint8_t* m = mask.data<uint8_t>();
+    masks[i] = current(p);
+    uint8_t* m = masks[i].data<uint8_t>();
     for (int64_t c = 0; c < channels; ++c) {
       if (!k[c]) std::fill(m + c * fan_in, m + (c + 1) * fan_in, uint8_t(0));
     }
-    p.set_mask(mask);
     for (const auto& coupled : coupled_[i]) {
-      Tensor cm = coupled->has_mask() ? coupled->mask().cpu().clone()
-                                      : Tensor::full(coupled->shape(), 1.0f).to(DType::u8);
+      Tensor& cm = slot(coupled);
+      cm = current(*coupled);
       uint8_t* pm = cm.data<uint8_t>();
       for (int64_t c = 0; c < channels; ++c) pm[c] = pm[c] && k[c];
-      coupled->set_mask(cm);
     }
   }
+  return masks;
 }
 
 void Pruner::prune_to(double sparsity, ScoreContext& context) {
@@ -290,9 +299,10 @@ void Pruner::prune_to(double sparsity, ScoreContext& context) {
   // Rank 0 decides; whether it succeeded is broadcast first, so that an error there stops every
   // rank instead of leaving them waiting for masks.
   std::exception_ptr failure;
+  std::vector<Tensor> proposed;
   if (group_->rank() == 0) {
     try {
-      install(keep_decisions(criterion_->score(prunable_, context), sparsity));
+      proposed = proposed_masks(keep_decisions(criterion_->score(prunable_, context), sparsity));
     } catch (...) {
       failure = std::current_exception();
     }
@@ -304,8 +314,8 @@ void Pruner::prune_to(double sparsity, ScoreContext& context) {
             "rank {}: rank 0 failed to compute the pruning masks (its error is "
             "on its output)",
             group_->rank());
-  broadcast_masks(*group_, masked_);
-  check_masks_agree(*group_, masked_);
+  install_masks(*group_, masked_, proposed);
+  if (group_->size() > 1) check_masks_agree(*group_, masked_);
 }
 
 }  // namespace pac::prune

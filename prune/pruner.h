@@ -60,7 +60,8 @@ class Pruner {
 
  private:
   std::vector<Tensor> keep_decisions(const std::vector<Tensor>& scores, double sparsity) const;
-  void install(const std::vector<Tensor>& keep);
+  // The masks of masked_ that the keep decisions imply (rank 0); install_masks sets them.
+  std::vector<Tensor> proposed_masks(const std::vector<Tensor>& keep) const;
 
   nn::Module& model_;
   PrunerOptions options_;

@@ -139,3 +139,66 @@ TEST_CASE("a pruned model trains the same with pactrain as with dense") {
       CHECK(pactrain[i] == doctest::Approx(dense[i]).epsilon(1e-4));
   }
 }
+
+TEST_CASE("pactrain ternary with error feedback keeps every rank in step through many pruning "
+          "events") {
+  // Late in a gradual schedule an event often leaves a layer's mask as it was. Every rank must
+  // then make the same decision about rebuilding that bucket's plan: a rebuild on one rank alone
+  // runs a scale all-reduce (or enc=auto's measurements) that the others do not, and the ranks'
+  // collectives stop matching.
+  struct Case {
+    const char* scope;
+    double bucket_mb, first_bucket_mb;
+    comm::CompressorOptions options;
+  };
+  const Case cases[] = {
+      {"layer", 0.0001, 0.0001, {{"enc", "ternary"}, {"ef", "1"}}},
+      {"global", 0.0001, 0.0001, {{"enc", "ternary"}, {"ef", "1"}}},
+      {"global", 0.004, 0.0005, {{"enc", "ternary"}, {"ef", "1"}}},
+      {"layer", 25.0, 1.0, {{"enc", "ternary"}, {"ef", "1"}}},
+      {"global", 0.0001, 0.0001, {{"enc", "auto"}, {"ef", "1"}}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.scope);
+    CAPTURE(c.bucket_mb);
+    CAPTURE(c.options.at("enc"));
+    auto model = small_model(11);
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("pactrain", c.options),
+                          {c.bucket_mb, c.first_bucket_mb});
+    // 40 events, one per step: the last ones move fewer weights than a layer has.
+    prune::Pruner pruner(*model, {"magnitude", 0.9, c.scope, "gradual:2:42:1", {}, 0, 0},
+                         world_ptr());
+    optim::Sgd sgd(model->named_parameters(), {0.05f, 0.9f, 0.0f, 0.0f, false});
+    int unchanged_events = 0;
+    for (int64_t step = 0; step < 48; ++step) {
+      std::vector<int64_t> kept;
+      for (auto& [name, p] : pruner.prunable()) kept.push_back(p->kept_count());
+      prune::ScoreContext context;
+      bool pruned = pruner.step(step, context).pruned;
+      size_t i = 0, same = 0;
+      for (auto& [name, p] : pruner.prunable()) same += p->kept_count() == kept[i++];
+      if (pruned && same > 0) ++unchanged_events;
+      Generator g(100 * step + world().rank());
+      Tensor x = g.randn({8, 6});
+      Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+      sgd.zero_grad();
+      cross_entropy((*model)(x), y).backward();
+      reducer.finalize();
+      sgd.step();
+    }
+    CHECK(unchanged_events > 0);  // the situation this test is about did occur
+    CHECK(pruner.sparsity() == doctest::Approx(0.9).epsilon(0.01));
+    for (auto& [name, p] : model->named_parameters()) {
+      CAPTURE(name);
+      Tensor low = p->data().clone(), high = p->data().clone();
+      world().all_reduce(low, comm::ReduceOp::max)->wait();
+      Tensor negated = neg(high);
+      world().all_reduce(negated, comm::ReduceOp::max)->wait();
+      auto a = low.to_vector(), b = negated.to_vector(), mine = p->data().to_vector();
+      for (size_t j = 0; j < mine.size(); ++j) {
+        CHECK(a[j] == mine[j]);  // the largest value over ranks is this rank's: all equal
+        CHECK(-b[j] == mine[j]);
+      }
+    }
+  }
+}
