@@ -8,6 +8,7 @@ import argparse
 import collections
 import json
 import os
+import sys
 
 RATE_MBIT = {"100mbit": 100, "500mbit": 500, "1gbit": 1000, "10gbit": 10000}
 
@@ -82,7 +83,11 @@ def headline(runs, model, rate, compute_only):
 
 
 def plots(runs, folder, suffix):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("plots need matplotlib: apt-get install python3-matplotlib (or leave out --plots "
+                 "for the tables alone)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(folder, exist_ok=True)

@@ -9,6 +9,7 @@ build="${BUILD_DIR:-$root/build}"
 ranks="${1:-2}" steps="${2:-10}" batch="${3:-64}" models="${4:-resnet20,resnet18,vit}"
 
 "$root/scripts/build.sh" >/dev/null
+"$root/scripts/setup.sh" python3-torch python3-torchvision  # the PyTorch DDP peer
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ours="$(mktemp)" peer="$(mktemp)"

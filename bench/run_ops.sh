@@ -10,10 +10,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 
 "$root/scripts/build.sh" >/dev/null
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "run_ops: installing python3-torch for the PyTorch peer" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null
-fi
+"$root/scripts/setup.sh" python3-torch  # the PyTorch peer
 
 threads=1
 for ((i = 1; i <= $#; i++)); do

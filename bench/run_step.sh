@@ -8,11 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 
 "$root/scripts/build.sh" >/dev/null
-if ! /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null; then
-  echo "run_step: installing python3-torch and python3-torchvision for the PyTorch peer" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch \
-    python3-torchvision >/dev/null
-fi
+"$root/scripts/setup.sh" python3-torch python3-torchvision  # the PyTorch peer
 threads=1
 for ((i = 1; i <= $#; i++)); do
   [ "${!i}" = "--threads" ] && { j=$((i + 1)); threads="${!j}"; }

@@ -24,6 +24,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "${BUILD_DIR:-}" ] || "$root/scripts/build.sh" >/dev/null
+"$root/scripts/setup.sh" python3-torch python3-torchvision  # the PyTorch DDP peer methods
 mkdir -p "$out"
 first=1
 for rate in ${rates//,/ }; do

@@ -27,6 +27,7 @@ Usage: scaleout.py RESULTS.jsonl [--plots DIR] [--tflops T] [--hbm-gbs G] [--lat
 import argparse
 import math
 import os
+import sys
 
 import report_testbed
 
@@ -188,7 +189,11 @@ def main():
                 print(f"| {model} | {rate / 1e9:.0f} Gbit/s | {method} | {eff[0]:.2f} | "
                       f"{eff[3]:.2f} | {eff[-1]:.2f} | {worse or '-'} | {half or '-'} |")
     if args.plots:
-        import matplotlib
+        try:
+            import matplotlib
+        except ImportError:
+            sys.exit("plots need matplotlib: apt-get install python3-matplotlib (or leave out --plots "
+                     "for the tables alone)")
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         os.makedirs(args.plots, exist_ok=True)

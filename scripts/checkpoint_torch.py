@@ -14,7 +14,11 @@ import os
 import struct
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    sys.exit("checkpoint_torch.py needs PyTorch: apt-get install python3-torch, then run it with "
+             "/usr/bin/python3 (torchvision's ResNets also need python3-torchvision)")
 
 DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I8": torch.int8,
           "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8}
@@ -62,7 +66,11 @@ def main():
     config = json.loads(metadata["model"])
     print(f"{path}: {len(tensors)} tensors, model {config['name']}, step {metadata['step']}")
     if config["name"] in ("resnet18", "resnet34", "resnet50") and not config["small_input"]:
-        import torchvision
+        try:
+            import torchvision
+        except ImportError:
+            sys.exit(f"loading {config['name']} into torchvision needs python3-torchvision "
+                     "(apt-get install python3-torchvision)")
         model = getattr(torchvision.models, config["name"])(num_classes=config["num_classes"])
         if config["in_channels"] != 3:
             model.conv1 = torch.nn.Conv2d(config["in_channels"], 64, 7, 2, 3, bias=False)

@@ -4,8 +4,8 @@
 # given as arguments are installed too (scripts/fuzz.sh adds clang's).
 set -euo pipefail
 
-packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev zlib1g-dev libcli11-dev
-  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 "$@")
+packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libcli11-dev
+  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 python3 "$@")
 
 missing=()
 for p in "${packages[@]}"; do
