@@ -26,9 +26,9 @@ Fault fault_from_environment() {
     PAC_FAIL("PACTRAIN_FAULT='{}' is not KIND:STEP:RANK", value);
   }
   PAC_CHECK(f.kind == "nan-loss" || f.kind == "hang" || f.kind == "exit" ||
-                f.kind == "kill-in-checkpoint",
-            "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang, exit or "
-            "kill-in-checkpoint",
+                f.kind == "kill-in-checkpoint" || f.kind == "extra-collective",
+            "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang, exit, "
+            "kill-in-checkpoint or extra-collective",
             f.kind);
   return f;
 }

@@ -7,6 +7,9 @@
 //   kill-in-checkpoint
 //             that rank is killed with SIGKILL halfway through writing the checkpoint after that
 //             step (with --checkpoint-every), as `kill -9` at the worst moment would
+//   extra-collective
+//             that rank runs an all-reduce the others do not, before that step's backward, as a
+//             rank whose collectives got out of step would
 // Unset, nothing ever happens. A malformed value is an error.
 #pragma once
 

@@ -353,6 +353,8 @@ TrainResult train(const TrainOptions& o) {
       if (fault.due("hang", position.step, rank))
         std::this_thread::sleep_for(std::chrono::hours(24));
       if (fault.due("exit", position.step, rank)) std::_Exit(9);
+      if (fault.due("extra-collective", position.step, rank))
+        group->all_reduce(Tensor::zeros({3}), comm::ReduceOp::sum)->wait();
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
       if (fault.due("nan-loss", position.step, rank)) loss = mul_scalar(loss, NAN);
       optimizer->zero_grad();

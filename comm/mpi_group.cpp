@@ -154,6 +154,13 @@ class MpiGroup : public ProcessGroup {
         if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
+        int* tag_ub = nullptr;
+        int has_tag_ub = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub);
+        const int64_t largest_tag = has_tag_ub && tag_ub ? *tag_ub : 32767;
+        // The largest tag is (7 << bits) | (2^bits - 1) = (8 << bits) - 1.
+        while (sequence_bits_ < 28 && (int64_t(8) << (sequence_bits_ + 1)) - 1 <= largest_tag)
+          ++sequence_bits_;
         MPI_Comm node;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &local_rank_);
@@ -194,7 +201,7 @@ class MpiGroup : public ProcessGroup {
 
   WorkPtr all_reduce(Tensor t, ReduceOp op) override {
     check_host(t, "all_reduce");
-    return launch("all_reduce", [=, this]() mutable {
+    return launch("all_reduce", t, [=, this]() mutable {
       ring_reduce_scatter(t, op, "all_reduce");
       ring_all_gather_chunks(t, "all_reduce");
       if (op == ReduceOp::avg) divide(t, size_);
@@ -204,7 +211,7 @@ class MpiGroup : public ProcessGroup {
   WorkPtr broadcast(Tensor t, int root) override {
     check_host(t, "broadcast");
     PAC_CHECK(root >= 0 && root < size_, "broadcast: root {} is not a rank of {}", root, size_);
-    return launch("broadcast", [=, this]() mutable {
+    return launch("broadcast", t, [=, this]() mutable {
       // A chain from the root: each rank receives from the one before it and forwards.
       int position = (rank_ - root + size_) % size_;
       int prev = (rank_ - 1 + size_) % size_, next = (rank_ + 1) % size_;
@@ -212,9 +219,9 @@ class MpiGroup : public ProcessGroup {
       const int64_t chunk = 1 << 20;
       for (int64_t at = 0; at < static_cast<int64_t>(t.nbytes()); at += chunk) {
         int n = static_cast<int>(std::min<int64_t>(chunk, t.nbytes() - at));
-        if (position > 0) MPI_Recv(p + at, n, MPI_BYTE, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (position > 0) receive_checked(p + at, n, prev);
         if (position < size_ - 1) {
-          MPI_Send(p + at, n, MPI_BYTE, next, 0, MPI_COMM_WORLD);
+          MPI_Send(p + at, n, MPI_BYTE, next, running_.tag, MPI_COMM_WORLD);
           count_bytes("broadcast", n);
         }
       }
@@ -239,7 +246,7 @@ class MpiGroup : public ProcessGroup {
     PAC_CHECK(out.numel() == total && out.dtype() == in.dtype(),
               "all_gather_v: output {} must hold {} elements of {}", out.str(), total,
               dtype_name(in.dtype()));
-    return launch("all_gather", [=, this]() mutable {
+    return launch("all_gather", out, [=, this]() mutable {
       std::vector<int64_t> offsets(size_ + 1, 0);
       for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + counts[r];
       size_t elem = dtype_size(in.dtype());
@@ -260,7 +267,7 @@ class MpiGroup : public ProcessGroup {
     PAC_CHECK(
         in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.numel() % size_ == 0,
         "reduce_scatter: input {} must hold {} x output {}", in.str(), size_, out.str());
-    return launch("reduce_scatter", [=, this]() mutable {
+    return launch("reduce_scatter", in, [=, this]() mutable {
       Tensor work = in.clone();
       ring_reduce_scatter(work, op, "reduce_scatter");
       out.copy_(work.view_flat(rank_ * out.numel(), out.shape()));
@@ -269,20 +276,58 @@ class MpiGroup : public ProcessGroup {
   }
 
   void barrier() override {
-    launch("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); })->wait();
+    launch("barrier", Tensor(), [] { MPI_Barrier(MPI_COMM_WORLD); })->wait();
   }
 
  private:
-  WorkPtr launch(const char* collective, std::function<void()> task) {
+  // The collective the communication thread is running. Its messages carry a tag made of its kind
+  // and its sequence number, and every receive checks tag and size before taking the data, so
+  // ranks whose collectives do not match (a bug: every rank must launch the same collectives, in
+  // the same order, of the same sizes) stop with a message naming both sides instead of an
+  // MPI_ERR_TRUNCATE abort, a hang, or silently mixed-up data.
+  struct Running {
+    const char* name = "";
+    int64_t elements = 0;
+    DType dtype = DType::f32;
+    uint64_t sequence = 0;
+    int tag = 0;
+  };
+
+  static int kind_of(const char* collective) {
+    const char* kinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+    for (int k = 0; k < 5; ++k) {
+      if (std::strcmp(kinds[k], collective) == 0) return k + 1;
+    }
+    return 0;
+  }
+  static const char* kind_name(int kind) {
+    const char* kinds[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+    return kind >= 0 && kind <= 5 ? kinds[kind] : "?";
+  }
+  // Tags hold 3 bits of kind and as many bits of the sequence number as MPI_TAG_UB allows (at
+  // least 12; 28 with OpenMPI).
+  int make_tag(int kind, uint64_t sequence) const {
+    return static_cast<int>((static_cast<uint64_t>(kind) << sequence_bits_) |
+                            (sequence & ((uint64_t(1) << sequence_bits_) - 1)));
+  }
+
+  WorkPtr launch(const char* collective, const Tensor& shape, std::function<void()> task) {
     auto work = std::make_shared<MpiWork>(collective, timeout_s(), rank_, size_);
+    const int64_t elements = shape.defined() ? shape.numel() : 0;
+    const DType dtype = shape.defined() ? shape.dtype() : DType::u8;
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    queue_.emplace_back([task = std::move(task), work] {
+    queue_.emplace_back([this, task = std::move(task), work, collective, elements, dtype] {
+      running_.name = collective;
+      running_.elements = elements;
+      running_.dtype = dtype;
+      running_.tag = make_tag(kind_of(collective), running_.sequence);
       try {
         task();
         work->finish(nullptr);
       } catch (...) {
         work->finish(std::current_exception());
       }
+      ++running_.sequence;
     });
     queue_cv_.notify_all();
     return work;
@@ -303,14 +348,37 @@ class MpiGroup : public ProcessGroup {
     MPI_Finalize();
   }
 
+  // Receives exactly n bytes of the running collective from rank `from`, after checking that the
+  // next message from it belongs to the same collective and has that size.
+  void receive_checked(void* recv, int64_t n, int from) {
+    MPI_Status status;
+    MPI_Probe(from, MPI_ANY_TAG, MPI_COMM_WORLD, &status);
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    if (status.MPI_TAG != running_.tag || bytes != n) {
+      const uint64_t mask = (uint64_t(1) << sequence_bits_) - 1;
+      PAC_FAIL(
+          "rank {}: the ranks' collectives do not match: this rank runs {} #{} ({} {} values) and "
+          "expects {} bytes from rank {}, which sent {} bytes of its {} #{}. Every rank must run "
+          "the same collectives in the same order and of the same sizes",
+          rank_, running_.name, running_.sequence & mask, running_.elements,
+          dtype_name(running_.dtype), n, from, bytes, kind_name(status.MPI_TAG >> sequence_bits_),
+          static_cast<uint64_t>(status.MPI_TAG) & mask);
+    }
+    MPI_Recv(recv, static_cast<int>(n), MPI_BYTE, from, status.MPI_TAG, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+  }
+
   // Sends n_send bytes to `to` while receiving n_recv bytes from `from`.
   void exchange(const void* send, int64_t n_send, int to, void* recv, int64_t n_recv, int from,
                 const char* collective) {
     PAC_CHECK(n_send <= INT32_MAX && n_recv <= INT32_MAX,
               "{}: a ring step of {} bytes exceeds MPI's 2 GiB message limit; use smaller buckets",
               collective, std::max(n_send, n_recv));
-    MPI_Sendrecv(send, static_cast<int>(n_send), MPI_BYTE, to, 1, recv, static_cast<int>(n_recv),
-                 MPI_BYTE, from, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Request sent;
+    MPI_Isend(send, static_cast<int>(n_send), MPI_BYTE, to, running_.tag, MPI_COMM_WORLD, &sent);
+    receive_checked(recv, n_recv, from);
+    MPI_Wait(&sent, MPI_STATUS_IGNORE);
     count_bytes(collective, static_cast<uint64_t>(n_send));
   }
 
@@ -365,6 +433,8 @@ class MpiGroup : public ProcessGroup {
   bool stopping_ = false;
   bool started_ = false;
   std::vector<char> incoming_;  // ring receive buffer; only the communication thread uses it
+  Running running_;             // only the communication thread uses it
+  int sequence_bits_ = 12;
   std::exception_ptr init_error_;
 };
 

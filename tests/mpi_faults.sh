@@ -10,7 +10,10 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 failures=0
 
-# run NAME FAULT EXPECTED_STATUS(zero|nonzero) PATTERN [extra train options]
+# run NAME FAULT EXPECTED_STATUS(zero|nonzero) PATTERNS [extra train options]
+# PATTERNS: extended regular expressions, one per line, each of which some output line must match
+# (or, after a leading '!', none may).
+# With `limit=S run ...` the job must also have ended within S seconds.
 run() {
   local name="$1" fault="$2" expected="$3" pattern="$4"
   shift 4
@@ -25,7 +28,17 @@ run() {
   if [ "$status" -eq 124 ]; then ok=0; echo "$name: still running after 120 s"; fi
   if [ "$expected" = zero ] && [ "$status" -ne 0 ]; then ok=0; fi
   if [ "$expected" = nonzero ] && [ "$status" -eq 0 ]; then ok=0; fi
-  grep -qE "$pattern" "$log" || ok=0
+  while IFS= read -r p; do
+    if [ "${p:0:1}" = '!' ]; then
+      if grep -qE -- "${p:1}" "$log"; then ok=0; fi
+    elif ! grep -qE -- "$p" "$log"; then
+      ok=0
+    fi
+  done <<<"$pattern"
+  if [ -n "${limit:-}" ] && [ "$elapsed" -gt $((limit * 10)) ]; then
+    ok=0
+    echo "$name: took longer than $limit s"
+  fi
   if [ "$ok" -eq 1 ]; then
     printf '%-28s ok: exit status %d after %d.%d s\n' "$name" "$status" $((elapsed / 10)) $((elapsed % 10))
   else
@@ -36,9 +49,16 @@ run() {
   fi
 }
 
-run "a rank hangs" hang:3:1 nonzero "rank 0 waited 5 s for (all_reduce|broadcast)"
-run "a rank dies" exit:3:1 nonzero "."
+limit=30 run "a rank hangs" hang:3:1 nonzero "rank 0 waited 5 s for (all_reduce|broadcast)"
+# The dead rank says nothing; mpirun names it and its exit status, and stops the survivor at once:
+# before the survivor's 5 s communication timeout would have.
+limit=20 run "a rank dies" exit:3:1 nonzero "!waited 5 s for
+exited with non-zero status, thus causing
+Process name: \[\[[0-9]+,[0-9]+\],1\]
+Exit code: +9"
 run "NaN in one rank's loss" nan-loss:3:1 nonzero "step 4: the gradient of '[a-z0-9.]+' is not finite on rank [01]"
+run "collectives out of step" extra-collective:3:1 nonzero \
+  "the ranks' collectives do not match: this rank runs all_reduce #[0-9]+ \([0-9]+ f32 values\) and expects [0-9]+ bytes from rank [01], which sent [0-9]+ bytes"
 run "NaN, --skip-nonfinite" nan-loss:3:1 zero "step 4: non-finite gradient of .* step skipped" \
   --skip-nonfinite
 exit $((failures > 0))
