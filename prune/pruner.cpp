@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/autograd.h"
+#include "core/generator.h"
 #include "layers/batch_norm.h"
 #include "prune/mask_sync.h"
 
@@ -301,11 +302,21 @@ void Pruner::prune_to(double sparsity, ScoreContext& context) {
   std::exception_ptr failure;
   std::vector<Tensor> proposed;
   if (group_->rank() == 0) {
+    // A criterion's own passes (snip's gradient on a batch, in training mode) run on rank 0
+    // alone: what they change in the model's buffers (batch-norm running statistics) or in the
+    // random stream (dropout) is put back, so that the ranks stay identical.
+    auto buffers = model_.named_buffers();
+    std::vector<Tensor> saved;
+    for (const auto& [name, b] : buffers) saved.push_back(b.clone());
+    const Generator::State random = default_generator().state();
     try {
       proposed = proposed_masks(keep_decisions(criterion_->score(prunable_, context), sparsity));
     } catch (...) {
       failure = std::current_exception();
     }
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(saved[i]);
+    default_generator().set_state(random);
   }
   Tensor ok = Tensor::full({1}, failure ? 0.0f : 1.0f);
   if (group_->size() > 1) group_->broadcast(ok, 0)->wait();

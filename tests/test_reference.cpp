@@ -26,7 +26,8 @@ void check_close(const Tensor& got, const Tensor& want, const std::string& what)
 }
 
 // Runs fn on the case's inputs, backpropagates PyTorch's upstream gradient, and compares the
-// output and every input gradient that PyTorch recorded.
+// output and the gradient of every input. A gradient missing from the fixture file is an error,
+// not a skipped check.
 void check_case(const std::string& name, int inputs,
                 const std::function<Tensor(std::vector<Tensor>&)>& fn) {
   std::vector<Tensor> in;
@@ -37,7 +38,10 @@ void check_case(const std::string& name, int inputs,
   out.backward(fixture(name + ".gout"));
   for (int i = 0; i < inputs; ++i) {
     std::string key = name + ".grad" + std::to_string(i);
-    if (pac::testing::reference_tensors().count(key)) check_close(in[i].grad(), fixture(key), key);
+    REQUIRE_MESSAGE(pac::testing::reference_tensors().count(key),
+                    key << " is missing from tests/fixtures/reference.txt; regenerate it with "
+                           "tests/fixtures/make_fixtures.py");
+    check_close(in[i].grad(), fixture(key), key);
   }
 }
 

@@ -6,6 +6,8 @@
 #include "comm/reducer.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "layers/batch_norm.h"
+#include "layers/dropout.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
 #include "layers/simple_layers.h"
@@ -27,6 +29,19 @@ bool same_everywhere(const nn::Parameter& p) {
   world().all_reduce(m, comm::ReduceOp::sum)->wait();
   for (float v : m.to_vector()) {
     if (v != 0.0f && v != static_cast<float>(world().size())) return false;
+  }
+  return true;
+}
+
+// True when `t` holds the same values on every rank: its maximum and its minimum over the ranks
+// are both this rank's values.
+bool identical_on_every_rank(const Tensor& t) {
+  Tensor largest = t.to(DType::f32).clone(), negated = neg(t.to(DType::f32));
+  world().all_reduce(largest, comm::ReduceOp::max)->wait();
+  world().all_reduce(negated, comm::ReduceOp::max)->wait();
+  auto mine = t.to(DType::f32).to_vector(), high = largest.to_vector(), low = negated.to_vector();
+  for (size_t j = 0; j < mine.size(); ++j) {
+    if (high[j] != mine[j] || -low[j] != mine[j]) return false;
   }
   return true;
 }
@@ -190,15 +205,52 @@ TEST_CASE("pactrain ternary with error feedback keeps every rank in step through
     CHECK(pruner.sparsity() == doctest::Approx(0.9).epsilon(0.01));
     for (auto& [name, p] : model->named_parameters()) {
       CAPTURE(name);
-      Tensor low = p->data().clone(), high = p->data().clone();
-      world().all_reduce(low, comm::ReduceOp::max)->wait();
-      Tensor negated = neg(high);
-      world().all_reduce(negated, comm::ReduceOp::max)->wait();
-      auto a = low.to_vector(), b = negated.to_vector(), mine = p->data().to_vector();
-      for (size_t j = 0; j < mine.size(); ++j) {
-        CHECK(a[j] == mine[j]);  // the largest value over ranks is this rank's: all equal
-        CHECK(-b[j] == mine[j]);
-      }
+      CHECK(identical_on_every_rank(p->data()));
+    }
+  }
+}
+
+TEST_CASE("a criterion's gradient pass on rank 0 leaves the buffers and the random stream as they "
+          "were") {
+  for (const char* criterion : {"snip", "grasp", "taylor"}) {
+    CAPTURE(criterion);
+    default_generator().manual_seed(5);
+    auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::BatchNorm2d>(32),
+        std::make_shared<nn::Tanh>(), std::make_shared<nn::Dropout>(0.2f),
+        std::make_shared<nn::Linear>(32, 3)});
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
+    prune::Pruner pruner(*model, {criterion, 0.5, "global", "oneshot:1", {}, 0, 0}, world_ptr());
+    optim::Sgd sgd(model->named_parameters(), {0.1f, 0.0f, 0.0f, 0.0f, false});
+    for (int64_t step = 0; step < 3; ++step) {
+      // The same batch on every rank, so that every rank's batch-norm statistics (which are not
+      // all-reduced) and dropout draws stay identical unless something runs on one rank only.
+      Generator g(100 * step);
+      Tensor x = g.randn({8, 6});
+      Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+      prune::ScoreContext context;
+      // As the trainer does: the criterion's pass is not all-reduced, in training mode.
+      context.compute_gradients = [&] {
+        reducer.set_paused(true);
+        sgd.zero_grad();
+        cross_entropy((*model)(x), y).backward();
+        reducer.set_paused(false);
+      };
+      Generator::State random = default_generator().state();
+      if (pruner.step(step, context).pruned) CHECK(default_generator().state() == random);
+      sgd.zero_grad();
+      cross_entropy((*model)(x), y).backward();
+      reducer.finalize();
+      sgd.step();
+    }
+    CHECK(pruner.sparsity() == doctest::Approx(0.5).epsilon(0.01));
+    for (auto& [name, b] : model->named_buffers()) {
+      CAPTURE(name);
+      CHECK(identical_on_every_rank(b));
+    }
+    for (auto& [name, p] : model->named_parameters()) {
+      CAPTURE(name);
+      CHECK(identical_on_every_rank(p->data()));
     }
   }
 }
