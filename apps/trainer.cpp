@@ -17,9 +17,9 @@
 #include "core/cpu/threads.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "layers/finite.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
-#include "optim/finite.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 #include "prune/mask_sync.h"
@@ -357,32 +357,41 @@ TrainResult train(const TrainOptions& o) {
         group->all_reduce(Tensor::zeros({3}), comm::ReduceOp::sum)->wait();
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
       if (fault.due("nan-loss", position.step, rank)) loss = mul_scalar(loss, NAN);
+      const float value = loss.item();
       optimizer->zero_grad();
       loss.backward();
       comm::ReducerStepStats comm_stats;
-      if (reducer) comm_stats = reducer->finalize();
-      if (pruner) pruner->observe();
+      if (reducer) comm_stats = reducer->finalize(std::isfinite(value));
+      // Every rank knows whether any rank's gradient or loss was not finite (the reducer's
+      // verdict); without a reducer this rank looks for itself.
+      std::string nonfinite;
+      bool skip = false;
+      if (reducer) {
+        skip = comm_stats.nonfinite;
+        nonfinite = comm_stats.nonfinite_in;
+      } else {
+        nonfinite = std::isfinite(value) ? nn::first_nonfinite_gradient(params) : "loss";
+        skip = !nonfinite.empty();
+      }
+      if (pruner && !skip) pruner->observe();
       if (reducer && pruned.pruned && !quiet && !show_bar) {
         std::string plan = reducer->compressor().describe_buckets();
         if (!plan.empty()) std::printf("  %s\n", plan.c_str());
       }
-      // A NaN or Inf in any rank's gradient reaches every rank through the all-reduce, so all
-      // ranks stop (or skip) at the same step.
-      float value = loss.item();
-      std::string nonfinite = optim::first_nonfinite_gradient(params);
-      bool skip = !nonfinite.empty() || !std::isfinite(value);
       if (skip) {
-        PAC_CHECK(o.skip_nonfinite,
-                  "step {}: {} on rank {}; the run stops (--skip-nonfinite would skip the step)",
-                  position.step + 1,
-                  nonfinite.empty() ? fmt::format("the loss is {}", value)
-                                    : fmt::format("the gradient of '{}' is not finite", nonfinite),
-                  rank);
+        // Every rank stops (or skips) at this step; the rank that found the fault names it.
+        std::string what =
+            nonfinite == "loss"   ? fmt::format("the loss is {} on rank {}", value, rank)
+            : !nonfinite.empty()  ? fmt::format("the gradient of '{}' is not finite on rank {}",
+                                                nonfinite, rank)
+                                  : fmt::format("the gradient of rank {} is not finite",
+                                                comm_stats.nonfinite_rank);
+        PAC_CHECK(o.skip_nonfinite, "step {}: {}; the run stops (--skip-nonfinite would skip the step)",
+                  position.step + 1, what);
         ++result.skipped_steps;
         if (!quiet) {
-          std::fprintf(stderr, "step %ld: non-finite %s; step skipped\n",
-                       static_cast<long>(position.step + 1),
-                       nonfinite.empty() ? "loss" : ("gradient of " + nonfinite).c_str());
+          std::fprintf(stderr, "step %ld: %s; step skipped\n", static_cast<long>(position.step + 1),
+                       what.c_str());
         }
       } else {
         if (o.clip_grad > 0.0f) optim::clip_grad_norm(params, o.clip_grad);

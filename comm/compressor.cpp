@@ -11,6 +11,33 @@ void Compressor::timed(const std::function<void()>& f) {
   codec_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void Compressor::keep_for_undo(const Tensor& state) {
+  Undo& u = undo_tensors_[state.raw_data()];
+  if (!u.copy.defined() || u.copy.numel() != state.numel()) {
+    u.state = state;
+    u.copy = Tensor::empty(state.shape(), state.dtype(), state.device());
+  }
+  u.copy.copy_(state);
+  u.armed = true;
+}
+
+void Compressor::keep_for_undo(uint64_t& counter) { undo_unsigned_.emplace_back(&counter, counter); }
+void Compressor::keep_for_undo(int64_t& counter) { undo_signed_.emplace_back(&counter, counter); }
+
+void Compressor::end_step(bool applied) {
+  for (auto& [data, u] : undo_tensors_) {
+    if (u.armed && !applied) u.state.copy_(u.copy);
+    u.armed = false;
+  }
+  // In reverse, so a counter recorded twice gets its oldest value.
+  if (!applied) {
+    for (auto it = undo_unsigned_.rbegin(); it != undo_unsigned_.rend(); ++it) *it->first = it->second;
+    for (auto it = undo_signed_.rbegin(); it != undo_signed_.rend(); ++it) *it->first = it->second;
+  }
+  undo_unsigned_.clear();
+  undo_signed_.clear();
+}
+
 std::string bucket_state_key(int bucket, const std::string& what) {
   return "bucket" + std::to_string(bucket) + "." + what;
 }

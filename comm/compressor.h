@@ -54,11 +54,34 @@ class Compressor {
   virtual void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                           ProcessGroup& group);
 
+  // Called by the Reducer once every bucket of a step is reduced, on every rank alike. `applied`
+  // is false when the step is skipped because some rank's gradient (or loss) was not finite: then
+  // every change this step's reduce() calls made to the compressor's state (residuals, momentum,
+  // factors, step counters, scales) is undone, so that a skipped step leaves no trace. This
+  // version undoes what keep_for_undo() recorded; a compressor with state kept otherwise (double
+  // buffers) overrides it and calls it too.
+  virtual void end_step(bool applied);
+
  protected:
   // Runs f, one pass over the data, and adds its duration to the codec time.
   void timed(const std::function<void()>& f);
+  // Call before reduce() changes `state` (a state tensor) or `counter` in place, once per step
+  // and bucket: end_step(false) puts the value recorded here back. The copy is a pass over the
+  // state: call it inside the encode's timed() block, so that its time counts as codec time.
+  void keep_for_undo(const Tensor& state);
+  void keep_for_undo(uint64_t& counter);
+  void keep_for_undo(int64_t& counter);
   double codec_seconds_ = 0.0;
   uint64_t kernels_ = 0;
+
+ private:
+  struct Undo {
+    Tensor state, copy;  // copy: reused from step to step
+    bool armed = false;  // recorded this step
+  };
+  std::map<const void*, Undo> undo_tensors_;  // by the state's data pointer
+  std::vector<std::pair<uint64_t*, uint64_t>> undo_unsigned_;
+  std::vector<std::pair<int64_t*, int64_t>> undo_signed_;
 };
 
 // The key of one bucket's state entry: "bucket3.residual".

@@ -27,6 +27,11 @@ class HostStaged : public Compressor {
     });
   }
 
+  void end_step(bool applied) override {
+    inner_->end_step(applied);
+    Compressor::end_step(applied);
+  }
+
   StateDict state() const override { return inner_->state(); }
   void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                   ProcessGroup& group) override {

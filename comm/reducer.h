@@ -26,6 +26,12 @@ struct ReducerStepStats {
   double codec_s = 0.0;         // encode + decode time this step
   double comm_exposed_s = 0.0;  // time finalize() waited: communication not hidden by backward
   uint64_t codec_kernels = 0;   // the compressor's passes over gradient data this step
+  // Whether the step must not be applied, the same on every rank: some rank's gradient or loss
+  // was not finite before the reduction, or the averaged gradient is not (an overflow).
+  bool nonfinite = false;
+  int nonfinite_rank = -1;   // the highest rank whose own gradient or loss was not finite; -1: none
+  std::string nonfinite_in;  // this rank's first parameter with a non-finite gradient (sent or
+                             // averaged), "loss", or "" where this rank found none
 };
 
 // The Reducer's bucket layout for these parameters (in registration order): reverse order, the
@@ -42,8 +48,12 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // Waits until every bucket is reduced (the averaged gradients are in the parameters' .grad)
-  // and readies the reducer for the next backward. Call it after loss.backward().
-  ReducerStepStats finalize();
+  // and readies the reducer for the next backward. Call it after loss.backward(), with whether
+  // this rank's loss was finite. Before the compressor sees a bucket, its gradients are checked
+  // for NaN and Inf (a quantised wire could not carry them), and finalize() makes that verdict
+  // every rank's with one small all-reduce; a step found non-finite leaves the compressor's state
+  // as it was (Compressor::end_step), and the caller must skip its update (stats.nonfinite).
+  ReducerStepStats finalize(bool loss_is_finite = true);
 
   // While paused, backward passes are not reduced (the gradients stay local): for a pruning
   // criterion's gradient pass on one rank only. Call finalize() only while not paused.
@@ -56,6 +66,7 @@ class Reducer {
  private:
   void mark_ready(size_t bucket, size_t entry);
   void launch_ready_buckets();
+  void check_finite(const Bucket& bucket);
 
   ProcessGroupPtr group_;
   std::unique_ptr<Compressor> compressor_;
@@ -69,6 +80,10 @@ class Reducer {
   uint64_t bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
   uint64_t kernels_at_step_start_ = 0;
+  std::vector<std::pair<std::string, nn::ParameterPtr>> named_;
+  std::string nonfinite_in_;  // this step: the first parameter found non-finite before sending
+  Tensor gpu_nonfinite_;      // GPU buckets: f32 [parameters], non-finite values found in each
+  std::vector<int64_t> first_slot_;  // per bucket: the slot of its first parameter
 };
 
 }  // namespace pac::comm

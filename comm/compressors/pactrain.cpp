@@ -163,13 +163,15 @@ struct Plan {
   std::vector<Tensor> entry_grads;  // per entry: its slice of `values`
   Encoding encoding = Encoding::fp32;
   Tensor wire;      // in the wire encoding: bf16 or f16 [K], ternary's TernaryWire; unused for fp32
-  Tensor residual;  // f32 [K]: ternary error feedback
+  Tensor residual;       // f32 [K]: ternary error feedback, as the step starts
+  Tensor next_residual;  // f32 [K]: what this step leaves; end_step swaps them if it is applied
   std::vector<int64_t> entry_begin;  // per entry and one past the end: its range in `values`
   Tensor begin;                      // entry_begin as i64, on the bucket's device (GPU kernels)
   Tensor scale;              // f32 [entries]: ternary's per-parameter scales, shared by all ranks
   Tensor next_scale;         // f32 [entries]: scale=previous, this step's maxima for the next
   bool scale_known = false;  // scale=previous: `scale` holds the previous step's maxima
   uint64_t steps = 0;
+  bool coded = false;  // ternary-coded this step: end_step has residuals and scales to commit
 };
 
 class Pactrain : public Compressor {
@@ -199,7 +201,9 @@ class Pactrain : public Compressor {
       ++kernels_;  // the average's division, as in dense
       return group.all_reduce(bucket.flat, ReduceOp::avg);
     }
+    keep_for_undo(plan.steps);
     ++plan.steps;
+    plan.coded = plan.encoding == Encoding::ternary;
     pack(plan, bucket, group, plan.encoding);
     WorkPtr sums =
         group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire, ReduceOp::sum);
@@ -211,12 +215,24 @@ class Pactrain : public Compressor {
       if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
       for (size_t e = 0; e < bucket.entries.size(); ++e)
         bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
-      if (next_scales) {
-        next_scales->wait();
+      if (next_scales) next_scales->wait();
+    });
+  }
+
+  // The step's residuals and next scales become current only if the step is applied; a skipped
+  // step leaves the plans as they were (the counters through keep_for_undo).
+  void end_step(bool applied) override {
+    for (auto& [index, plan] : plans_) {
+      if (!plan.coded) continue;
+      plan.coded = false;
+      if (!applied) continue;
+      if (error_feedback_) std::swap(plan.residual, plan.next_residual);
+      if (previous_scale_) {
         std::swap(plan.scale, plan.next_scale);
         plan.scale_known = true;
       }
-    });
+    }
+    Compressor::end_step(applied);
   }
 
   // Per compact bucket: its step count (the ternary coin flips' seed), its encoding and the
@@ -335,6 +351,8 @@ class Pactrain : public Compressor {
     }
     plan.residual =
         plan.encoding == Encoding::ternary ? Tensor::zeros({k}, DType::f32, device) : Tensor();
+    plan.next_residual =
+        plan.encoding == Encoding::ternary ? Tensor::zeros({k}, DType::f32, device) : Tensor();
   }
 
   // The seed of one step's ternary coin flips: different per rank, step and bucket.
@@ -357,7 +375,8 @@ class Pactrain : public Compressor {
       return;
     }
     const int64_t entries = plan.begin.numel() - 1;
-    float* residual = error_feedback_ ? plan.residual.data<float>() : nullptr;
+    const float* residual = error_feedback_ ? plan.residual.data<float>() : nullptr;
+    float* next_residual = error_feedback_ ? plan.next_residual.data<float>() : nullptr;
     Tensor& maxima = previous_scale_ ? plan.next_scale : plan.scale;
     timed([&] {
       cuda::ternary_prepare(g, pos, residual, plan.values.data<float>(), plan.begin.data<int64_t>(),
@@ -372,7 +391,7 @@ class Pactrain : public Compressor {
     timed([&] {
       cuda::ternary_encode(plan.values.data<float>(), plan.scale.data<float>(),
                            plan.begin.data<int64_t>(), entries, k, coding_seed(plan, group.rank()),
-                           residual, plan.wire.raw_data(), {w.bits, w.per_word, w.dtype});
+                           next_residual, plan.wire.raw_data(), {w.bits, w.per_word, w.dtype});
     });
   }
 
@@ -455,7 +474,7 @@ class Pactrain : public Compressor {
     }
     timed([&] {
       Generator gen(coding_seed(plan, group.rank()));
-      float* res = plan.residual.data<float>();
+      float* res = plan.next_residual.data<float>();
       const float* scale = plan.scale.data<float>();
       TernaryWriter out(plan.wire, ternary_wire(group.size()));
       for (size_t p = 0; p < entries; ++p) {

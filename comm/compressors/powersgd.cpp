@@ -38,6 +38,7 @@ class PowerSgd : public Compressor {
   std::string name() const override { return "powersgd"; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    keep_for_undo(steps_[bucket.index]);
     if (steps_[bucket.index]++ < static_cast<uint64_t>(start_iter_)) {
       return group.all_reduce(bucket.flat, ReduceOp::avg);
     }
@@ -55,6 +56,8 @@ class PowerSgd : public Compressor {
           continue;
         }
         st->push_back(matrix_state(bucket.index, e, entry, f.rows, f.cols, f.r));
+        keep_for_undo(st->back().q);
+        keep_for_undo(st->back().error);
         st->back().p_offset = p_total;
         p_total += f.rows * f.r;
       }

@@ -25,7 +25,9 @@ class RandomK : public Compressor {
     int64_t k = std::clamp<int64_t>(static_cast<int64_t>(ratio_ * n), 1, n);
     auto indices = std::make_shared<std::vector<int64_t>>();
     Tensor values = Tensor::empty({k});
+    keep_for_undo(steps_[bucket.index]);
     timed([&] {
+      if (error_feedback_) keep_for_undo(residual_for(bucket));
       uint64_t step = steps_[bucket.index]++;
       Generator g(seed_ ^ (step * 0x9e3779b97f4a7c15ull) ^ (uint64_t(bucket.index) << 48));
       // Floyd's sampling: k distinct indices in O(k) draws.

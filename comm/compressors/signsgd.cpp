@@ -28,6 +28,7 @@ class SignSgd : public Compressor {
     Tensor mine = Tensor::zeros({message}, DType::u8);
     Tensor all = Tensor::empty({message * group.size()}, DType::u8);
     timed([&] {
+      if (error_feedback_) keep_for_undo(residual);
       float* g = bucket.flat.data<float>();
       float* e = residual.data<float>();
       double l1 = 0.0;

@@ -31,6 +31,7 @@ class TernGrad : public Compressor {
     float s = scale.data<float>()[0];
     DType wire = group.size() <= 127 ? DType::i8 : DType::i32;
     Tensor ternary = Tensor::zeros({n}, wire);
+    keep_for_undo(steps_[bucket.index]);
     timed([&] {
       if (s == 0.0f) return;
       uint64_t step = steps_[bucket.index]++;

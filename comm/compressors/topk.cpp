@@ -31,6 +31,7 @@ class TopK : public Compressor {
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Tensor flat = bucket.flat;
     State& st = state_for(bucket);
+    keep_for_undo(st.steps);
     int64_t candidates = static_cast<int64_t>(st.sparse_positions.size());
     double density = density_at(st.steps++);
     int64_t k = candidates
@@ -40,6 +41,8 @@ class TopK : public Compressor {
     auto values = Tensor::empty({k}), indices = Tensor::empty({k}, DType::i32);
     auto dense = Tensor::empty({static_cast<int64_t>(st.dense_positions.size())});
     timed([&] {
+      keep_for_undo(st.residual);
+      if (o_.momentum > 0.0) keep_for_undo(st.velocity);
       float* acc = flat.data<float>();
       float* r = st.residual.data<float>();
       int64_t n = flat.numel();

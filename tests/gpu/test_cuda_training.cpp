@@ -5,7 +5,7 @@
 #include "apps/models/registry.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
-#include "optim/finite.h"
+#include "layers/finite.h"
 #include "optim/sgd.h"
 #include "prune/criterion.h"
 #include "prune/pruner.h"
@@ -49,7 +49,7 @@ void train_twins(const models::ModelConfig& config, const Shape& input, MakeOpti
     gpu_opt->zero_grad();
     cpu_loss.backward();
     gpu_loss.backward();
-    CHECK(optim::first_nonfinite_gradient(gpu.params).empty());
+    CHECK(nn::first_nonfinite_gradient(gpu.params).empty());
     CHECK(optim::clip_grad_norm(gpu.params, 1e9f) ==
           doctest::Approx(optim::clip_grad_norm(cpu.params, 1e9f)).epsilon(tolerance));
     cpu_opt->step();
@@ -174,9 +174,9 @@ TEST_CASE("a non-finite GPU gradient is reported by name") {
   auto p = std::make_shared<nn::Parameter>(Tensor::zeros({4}).to(Device::cuda()));
   optim::NamedParameters params{{"layer.weight", p}};
   p->data().set_grad(Tensor::from_vector({0, 1, NAN, 2}, {4}).to(Device::cuda()));
-  CHECK(optim::first_nonfinite_gradient(params) == "layer.weight");
+  CHECK(nn::first_nonfinite_gradient(params) == "layer.weight");
   p->data().set_grad(Tensor::from_vector({0, 1, 3, 2}, {4}).to(Device::cuda()));
-  CHECK(optim::first_nonfinite_gradient(params).empty());
+  CHECK(nn::first_nonfinite_gradient(params).empty());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "tests/mpi/world.h"
 
 using namespace pac;
+using pac::testing::reduce_step;
 using pac::testing::world;
 
 namespace {
@@ -50,7 +51,7 @@ Tensor mean_estimate(comm::Compressor& c, int64_t n, int trials) {
   Tensor mine = gradient_of(world().rank(), n);
   for (int t = 0; t < trials; ++t) {
     comm::Bucket b = bucket_of(mine.clone(), {{n}});
-    c.reduce(b, world())->wait();
+    reduce_step(c, b);
     for (int64_t i = 0; i < n; ++i) total.data<float>()[i] += b.flat.data<float>()[i] / trials;
   }
   return total;
@@ -83,7 +84,7 @@ TEST_CASE("topk and randomk with error feedback transmit every coordinate's valu
     for (int step = 0; step < 80; ++step) {
       Tensor g = step == 0 ? gradient_of(world().rank(), n) : Tensor::zeros({n});
       comm::Bucket b = bucket_of(g, {{rows, cols}, {4}});
-      c->reduce(b, world())->wait();
+      reduce_step(*c, b);
       for (int64_t i = 0; i < n; ++i) sent.data<float>()[i] += b.flat.data<float>()[i];
     }
     for (int64_t i = 0; i < n; ++i) {
@@ -105,7 +106,7 @@ TEST_CASE("bytes on the wire match each compressor's formula") {
     auto c = comm::make_compressor(name, options);
     comm::Bucket b = bucket_of(gradient_of(r, n), shapes);
     uint64_t before = world().bytes_sent();
-    c->reduce(b, world())->wait();
+    reduce_step(*c, b);
     return world().bytes_sent() - before;
   };
   CHECK(sent_by("dense", {}, {{n}}) == ring(n, 4));
@@ -129,11 +130,12 @@ TEST_CASE("host staging leaves every compressor's result, state and byte count u
       comm::Bucket a = bucket_of(g.clone(), {{rows, cols}, {5}});
       comm::Bucket b = bucket_of(g.clone(), {{rows, cols}, {5}});
       uint64_t sent = world().bytes_sent();
-      plain->reduce(a, world())->wait();
+      reduce_step(*plain, a);
       uint64_t plain_bytes = world().bytes_sent() - sent;
       sent = world().bytes_sent();
       auto work = staged->reduce(b, world());
       work->wait();
+      staged->end_step(true);
       CHECK(world().bytes_sent() - sent == plain_bytes);
       CHECK(b.flat.to_vector() == a.flat.to_vector());
     }
@@ -186,7 +188,7 @@ TEST_CASE("powersgd is exact for a rank-r average, sends only the factors, and s
   auto c = comm::make_compressor("powersgd", {{"rank", "2"}, {"start_iter", "1"}});
   comm::Bucket first = bucket_of(flat.clone(), {{rows, cols}, {3}});
   uint64_t before = world().bytes_sent();
-  c->reduce(first, world())->wait();  // dense warm-up step
+  reduce_step(*c, first);  // dense warm-up step
   auto ring = [&](int64_t n) {
     auto chunk = [&](int k) { return n * (k + 1) / p - n * k / p; };
     return p == 1 ? 0u : static_cast<uint64_t>(4 * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
@@ -194,7 +196,7 @@ TEST_CASE("powersgd is exact for a rank-r average, sends only the factors, and s
   CHECK(world().bytes_sent() - before == ring(rows * cols + 3));
   comm::Bucket b = bucket_of(flat.clone(), {{rows, cols}, {3}});
   before = world().bytes_sent();
-  c->reduce(b, world())->wait();
+  reduce_step(*c, b);
   CHECK(world().bytes_sent() - before == ring(3) + ring(rows * rank) + ring(cols * rank));
   auto got = b.flat.to_vector(), expected = want.to_vector();
   for (size_t i = 0; i < got.size(); ++i) {
@@ -212,7 +214,7 @@ TEST_CASE("topk's DGC options: momentum correction, warm-up of the density, loca
     for (int step = 0; step < 4; ++step) {
       Generator g(10 * step + world().rank());
       comm::Bucket b = bucket_of(g.randn({n}), {{rows, cols}});
-      c->reduce(b, world())->wait();
+      reduce_step(*c, b);
       for (int64_t i = 0; i < n; ++i) {
         float avg = 0.0f;
         for (int r = 0; r < p; ++r) {
@@ -232,7 +234,7 @@ TEST_CASE("topk's DGC options: momentum correction, warm-up of the density, loca
     for (int step = 0; step < 6; ++step) {
       comm::Bucket b = bucket_of(gradient_of(world().rank(), n), {{rows, cols}});
       uint64_t before = world().bytes_sent();
-      c->reduce(b, world())->wait();
+      reduce_step(*c, b);
       sent.push_back(world().bytes_sent() - before);
     }
     CHECK(sent[0] == static_cast<uint64_t>((p - 1) * 250 * 8));
@@ -243,7 +245,7 @@ TEST_CASE("topk's DGC options: momentum correction, warm-up of the density, loca
   SUBCASE("local clipping bounds every rank's contribution") {
     auto c = comm::make_compressor("topk", {{"ratio", "1"}, {"clip", "1.0"}});
     comm::Bucket b = bucket_of(mul_scalar(gradient_of(world().rank(), n), 100.0f), {{rows, cols}});
-    c->reduce(b, world())->wait();
+    reduce_step(*c, b);
     double norm = 0.0;
     for (float v : b.flat.to_vector()) norm += double(v) * v;
     CHECK(std::sqrt(norm) <= 1.0 / std::sqrt(p) + 1e-4);

@@ -15,6 +15,7 @@
 #include "tests/mpi/world.h"
 
 using namespace pac;
+using pac::testing::reduce_step;
 using pac::testing::ring_bytes;
 using pac::testing::world;
 
@@ -59,7 +60,7 @@ struct MaskedBucket {
     Tensor average = mine.clone();
     auto dense = comm::make_compressor("dense", {});
     comm::Bucket copy{bucket.index, average, bucket.entries};
-    dense->reduce(copy, world())->wait();
+    reduce_step(*dense, copy);
     return average;
   }
 };
@@ -88,7 +89,7 @@ TEST_CASE("pactrain fp32 gives dense's average on the kept entries, across mask 
     if (step == 0 || step == 3) b.mask(77 + step, step == 0 ? 0.3f : 0.2f);
     Tensor reference = b.fill_gradient(step);
     for (auto& p : b.params) p->set_compact_grad(Tensor());
-    pactrain->reduce(b.bucket, world())->wait();
+    reduce_step(*pactrain, b.bucket);
     int64_t compared = 0;
     for_each_kept(b, reference, [&](float got, float want) {
       if (exact)
@@ -105,7 +106,7 @@ TEST_CASE("pactrain fp32 gives dense's average on the kept entries, across mask 
   std::vector<Tensor> before;
   for (auto& p : b.params) before.push_back(p->data().clone());
   Tensor reference = b.fill_gradient(99);
-  pactrain->reduce(b.bucket, world())->wait();
+  reduce_step(*pactrain, b.bucket);
   optim::Sgd sgd({{"p0", b.params[0]}, {"p1", b.params[1]}, {"p2", b.params[2]}},
                  {0.5f, 0.0f, 0.0f, 0.0f, false});
   sgd.step();
@@ -129,7 +130,7 @@ TEST_CASE("pactrain without masks is dense, bit for bit") {
   MaskedBucket b;
   auto pactrain = comm::make_compressor("pactrain", {});
   Tensor reference = b.fill_gradient(3);
-  pactrain->reduce(b.bucket, world())->wait();
+  reduce_step(*pactrain, b.bucket);
   for (int64_t i = 0; i < reference.numel(); ++i)
     CHECK(b.bucket.flat.data<float>()[i] == reference.data<float>()[i]);
   CHECK_FALSE(b.params[0]->compact_grad().defined());
@@ -141,7 +142,7 @@ TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
     b.mask(31, 0.25f);
     auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}});
     Tensor reference = b.fill_gradient(7);
-    pactrain->reduce(b.bucket, world())->wait();
+    reduce_step(*pactrain, b.bucket);
     // Each rank rounds its share once and every partial sum rounds again.
     double unit = std::string(enc) == "bf16" ? 1.0 / 256 : 1.0 / 2048;
     for_each_kept(b, reference, [&](float got, float want) {
@@ -177,7 +178,7 @@ TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of each
   std::vector<double> mean(b.kept(), 0.0);
   for (int t = 0; t < trials; ++t) {
     b.bucket.flat.copy_(mine);
-    pactrain->reduce(b.bucket, world())->wait();
+    reduce_step(*pactrain, b.bucket);
     int64_t j = 0;
     for_each_kept(b, reference, [&](float got, float) {
       double units = got / unit_of[j];
@@ -238,7 +239,7 @@ TEST_CASE(
     world().all_reduce(maxima, comm::ReduceOp::max)->wait();
     if (!scales.defined()) scales = maxima;  // the first step waits for fresh maxima
 
-    pactrain->reduce(b.bucket, world())->wait();
+    reduce_step(*pactrain, b.bucket);
     int64_t j = 0;
     for (size_t e = 0; e < entries; ++e) {
       const float* got = b.params[e]->compact_grad().data<float>();
@@ -286,7 +287,7 @@ TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus t
     auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}});
     b.fill_gradient(1);
     uint64_t before = world().bytes_sent();
-    pactrain->reduce(b.bucket, world())->wait();
+    reduce_step(*pactrain, b.bucket);
     uint64_t sent = world().bytes_sent() - before;
     std::string e = enc;
     comm::TernaryWire wire = comm::ternary_wire(p);
@@ -302,10 +303,10 @@ TEST_CASE("pactrain launches no more kernels and allocates no more per step than
   MaskedBucket b;
   b.mask(61, 0.2f);
   auto count = [&](comm::Compressor& c) {
-    c.reduce(b.bucket, world())->wait();  // the first step builds the plan
+    reduce_step(c, b.bucket);  // the first step builds the plan
     uint64_t kernels = c.kernels();
     size_t allocations = cpu_allocator_stats().allocations;
-    for (int step = 0; step < 5; ++step) c.reduce(b.bucket, world())->wait();
+    for (int step = 0; step < 5; ++step) reduce_step(c, b.bucket);
     return std::make_pair((c.kernels() - kernels) / 5,
                           (cpu_allocator_stats().allocations - allocations) / 5);
   };

@@ -1,6 +1,7 @@
 // The MPI process group shared by the multi-rank tests, and helpers they share.
 #pragma once
 
+#include "comm/compressor.h"
 #include "comm/process_group.h"
 #include "core/generator.h"
 #include "layers/linear.h"
@@ -23,6 +24,13 @@ inline std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
       std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(32, 32), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(32, 3)});
+}
+
+// One step of a compressor driven directly, as the Reducer drives it: reduce the bucket, wait,
+// and end the step as applied (which commits what the step left in the compressor's state).
+inline void reduce_step(comm::Compressor& c, comm::Bucket& bucket) {
+  c.reduce(bucket, world())->wait();
+  c.end_step(true);
 }
 
 // Bytes rank r sends in a ring all-reduce of n elements: every chunk but its own in the

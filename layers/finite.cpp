@@ -1,13 +1,14 @@
-#include "optim/finite.h"
+#include "layers/finite.h"
 
 #include <cmath>
 #include <vector>
 
 #include "core/cuda/kernels.h"
 
-namespace pac::optim {
+namespace pac::nn {
 
-std::string first_nonfinite_gradient(const NamedParameters& params) {
+std::string first_nonfinite_gradient(
+    const std::vector<std::pair<std::string, ParameterPtr>>& params) {
   // GPU gradients: one count per parameter in a device array, read with a single copy.
   std::vector<std::string> gpu_names;
   Tensor counts;
@@ -39,4 +40,4 @@ std::string first_nonfinite_gradient(const NamedParameters& params) {
   return "";
 }
 
-}  // namespace pac::optim
+}  // namespace pac::nn

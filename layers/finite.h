@@ -5,11 +5,15 @@
 
 #include <string>
 
-#include "optim/optimizer.h"
+#include <utility>
+#include <vector>
 
-namespace pac::optim {
+#include "layers/parameter.h"
+
+namespace pac::nn {
 
 // The name of the first parameter whose update gradient has a non-finite entry; "" if none.
-std::string first_nonfinite_gradient(const NamedParameters& params);
+std::string first_nonfinite_gradient(
+    const std::vector<std::pair<std::string, ParameterPtr>>& params);
 
-}  // namespace pac::optim
+}  // namespace pac::nn
