@@ -104,6 +104,11 @@ PAC_CUDA_FN(void embedding_forward(const float* table, const void* indices, bool
                                    float* out, int64_t count, int64_t dim, int64_t vocab))
 PAC_CUDA_FN(void embedding_backward(const float* grad_out, const void* indices, bool indices_i64,
                                     float* grad_table, int64_t count, int64_t dim, int64_t vocab))
+// A kernel cannot throw. One that meets a label or an embedding index outside [0, bound) records
+// the first such one in a small device-side record (and writes NaN where the value would go);
+// every copy from the GPU to the host (a step reads its loss) then reads the record and throws
+// the CPU's message for it, and clears it.
+PAC_CUDA_FN(void raise_index_error())
 
 // --- norm.cu: layer norm kernels and cuDNN batch norm ---
 PAC_CUDA_FN(void layer_norm_forward(const float* x, const float* weight, const float* bias,

@@ -19,6 +19,8 @@ void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_devi
   // before its free have run (core/cuda/allocator.cu).
   bool async = dst_on_device && (src_on_device || host_pinned);
   if (!async) synchronize();
+  // What the host reads now was computed with every index checked: an out-of-range one throws.
+  if (src_on_device && !dst_on_device) raise_index_error();
 }
 
 void zero_bytes(void* dst, size_t nbytes) {

@@ -98,14 +98,45 @@ __device__ inline int64_t label_at(const void* labels, bool i64, int64_t r) {
   return i64 ? static_cast<const int64_t*>(labels)[r] : static_cast<const int32_t*>(labels)[r];
 }
 
+// The first out-of-range index a kernel met, in device memory; the host copies it out after the
+// copies that synchronise with the device (raise_index_error).
+struct IndexError {
+  int op;  // 0: none; 1: a cross-entropy label; 2: an embedding index; -1: being written
+  long long index, position, bound;
+};
+enum : int { kNoError = 0, kLabel = 1, kEmbeddingIndex = 2 };
+
+__device__ IndexError g_index_error;
+
+IndexError* device_index_error() {
+  static IndexError* device = [] {
+    void* d = nullptr;
+    CUDA_CHECK(cudaGetSymbolAddress(&d, g_index_error));
+    return static_cast<IndexError*>(d);
+  }();
+  return device;
+}
+
+// Records (op, index, position, bound) unless an earlier error is recorded already.
+__device__ void record_index_error(IndexError* record, int op, int64_t index, int64_t position,
+                                   int64_t bound) {
+  if (atomicCAS(&record->op, kNoError, -1) != kNoError) return;
+  record->index = index;
+  record->position = position;
+  record->bound = bound;
+  __threadfence();
+  atomicExch(&record->op, op);
+}
+
 // One block: each thread sums its rows' losses, then the block adds them up.
 __global__ void cross_entropy_kernel(const float* lp, const void* labels, bool i64, float* loss,
-                                     int64_t n, int64_t c, float smoothing) {
+                                     int64_t n, int64_t c, float smoothing, IndexError* error) {
   __shared__ float scratch[32];
   float acc = 0.0f;
   for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
     int64_t label = label_at(labels, i64, r);
     if (label < 0 || label >= c) {
+      record_index_error(error, kLabel, label, r, c);
       acc += NAN;
       continue;
     }
@@ -125,7 +156,7 @@ __global__ void cross_entropy_kernel(const float* lp, const void* labels, bool i
 void cross_entropy_forward(const float* log_probs, const void* labels, bool labels_i64, float* loss,
                            int64_t n, int64_t c, float smoothing) {
   cross_entropy_kernel<<<1, 512, 0, compute_stream()>>>(log_probs, labels, labels_i64, loss, n, c,
-                                                        smoothing);
+                                                        smoothing, device_index_error());
   PAC_CUDA_LAUNCH_CHECK();
 }
 
@@ -142,10 +173,27 @@ void cross_entropy_backward(const float* log_probs, const void* labels, bool lab
 
 void embedding_forward(const float* table, const void* indices, bool indices_i64, float* out,
                        int64_t count, int64_t dim, int64_t vocab) {
+  IndexError* error = device_index_error();
   for_each(count * dim, [=] __device__(int64_t i) {
     int64_t row = label_at(indices, indices_i64, i / dim);
-    out[i] = row >= 0 && row < vocab ? table[row * dim + i % dim] : NAN;
+    bool inside = row >= 0 && row < vocab;
+    if (!inside && i % dim == 0) record_index_error(error, kEmbeddingIndex, row, i / dim, vocab);
+    out[i] = inside ? table[row * dim + i % dim] : NAN;
   });
+}
+
+void raise_index_error() {
+  IndexError seen{};
+  CUDA_CHECK(cudaMemcpy(&seen, device_index_error(), sizeof(seen), cudaMemcpyDeviceToHost));
+  if (seen.op == kNoError) return;
+  CUDA_CHECK(cudaMemset(device_index_error(), 0, sizeof(IndexError)));
+  // The CPU's messages (core/ops/softmax.cpp, core/ops/embedding.cpp).
+  if (seen.op == kLabel) {
+    PAC_FAIL("cross_entropy: label {} at position {} is outside [0, {})", seen.index,
+             seen.position, seen.bound);
+  }
+  PAC_FAIL("embedding: index {} at position {} is outside [0, {})", seen.index, seen.position,
+           seen.bound);
 }
 
 void embedding_backward(const float* grad_out, const void* indices, bool indices_i64,

@@ -147,8 +147,23 @@ TEST_CASE("softmax, log-softmax and cross-entropy") {
     check_against_cpu("cross_entropy", {randn({8, 10}, 24), labels},
                       [&](const Inputs& t) { return cross_entropy(t[0], t[1], smoothing); });
   }
+}
+
+TEST_CASE("an out-of-range label or embedding index on the GPU stops with the CPU's message") {
+  // The kernels record the index; reading the result back throws, as the CPU throws at once.
   Tensor bad = Tensor::from_indices({3, 10}, {2}).to(Device::cuda());
-  CHECK(std::isnan(cross_entropy(randn({2, 10}, 25).to(Device::cuda()), bad).item()));
+  Tensor loss = cross_entropy(randn({2, 10}, 25).to(Device::cuda()), bad);
+  CHECK_THROWS_WITH_AS(loss.item(), "cross_entropy: label 10 at position 1 is outside [0, 10)",
+                       Error);
+  // The record is cleared once reported: a good step afterwards reads normally.
+  Tensor good = Tensor::from_indices({3, 9}, {2}).to(Device::cuda());
+  CHECK(std::isfinite(cross_entropy(randn({2, 10}, 25).to(Device::cuda()), good).item()));
+  Tensor table = randn({5, 3}, 26).to(Device::cuda());
+  Tensor rows = embedding(table, Tensor::from_indices({1, 4, 7}, {3}).to(Device::cuda()));
+  CHECK_THROWS_WITH_AS(rows.to_vector(), "embedding: index 7 at position 2 is outside [0, 5)",
+                       Error);
+  CHECK(embedding(table, Tensor::from_indices({0, 4}, {2}).to(Device::cuda())).to_vector().size() ==
+        6);
 }
 
 TEST_CASE("permute, slice, cat, expand") {
