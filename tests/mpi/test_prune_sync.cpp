@@ -33,6 +33,17 @@ bool same_everywhere(const nn::Parameter& p) {
   return true;
 }
 
+// One training step of small_model on a batch drawn from `data_seed`.
+void train_step(nn::Module& model, comm::Reducer& reducer, optim::Sgd& sgd, uint64_t data_seed) {
+  Generator g(data_seed);
+  Tensor x = g.randn({8, 6});
+  Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+  sgd.zero_grad();
+  cross_entropy(model(x), y).backward();
+  reducer.finalize();
+  sgd.step();
+}
+
 // True when `t` holds the same values on every rank: its maximum and its minimum over the ranks
 // are both this rank's values.
 bool identical_on_every_rank(const Tensor& t) {
@@ -126,13 +137,7 @@ TEST_CASE("a pruned model trains the same with pactrain as with dense") {
     for (int64_t step = 0; step < 10; ++step) {
       prune::ScoreContext context;
       pruner.step(step, context);
-      Generator g(100 * step + world().rank());
-      Tensor x = g.randn({8, 6});
-      Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
-      sgd.zero_grad();
-      cross_entropy((*model)(x), y).backward();
-      reducer.finalize();
-      sgd.step();
+      train_step(*model, reducer, sgd, 100 * step + world().rank());
     }
     CHECK(pruner.sparsity() == doctest::Approx(0.75).epsilon(0.01));
     std::vector<float> weights;
@@ -193,13 +198,7 @@ TEST_CASE("pactrain ternary with error feedback keeps every rank in step through
       size_t i = 0, same = 0;
       for (auto& [name, p] : pruner.prunable()) same += p->kept_count() == kept[i++];
       if (pruned && same > 0) ++unchanged_events;
-      Generator g(100 * step + world().rank());
-      Tensor x = g.randn({8, 6});
-      Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
-      sgd.zero_grad();
-      cross_entropy((*model)(x), y).backward();
-      reducer.finalize();
-      sgd.step();
+      train_step(*model, reducer, sgd, 100 * step + world().rank());
     }
     CHECK(unchanged_events > 0);  // the situation this test is about did occur
     CHECK(pruner.sparsity() == doctest::Approx(0.9).epsilon(0.01));
@@ -238,10 +237,7 @@ TEST_CASE("a criterion's gradient pass on rank 0 leaves the buffers and the rand
       };
       Generator::State random = default_generator().state();
       if (pruner.step(step, context).pruned) CHECK(default_generator().state() == random);
-      sgd.zero_grad();
-      cross_entropy((*model)(x), y).backward();
-      reducer.finalize();
-      sgd.step();
+      train_step(*model, reducer, sgd, 100 * step);
     }
     CHECK(pruner.sparsity() == doctest::Approx(0.5).epsilon(0.01));
     for (auto& [name, b] : model->named_buffers()) {
