@@ -4,6 +4,7 @@
 // on synthetic 28x28 images. Run it alone or under `mpirun -np 2`; it exits non-zero if the loss
 // did not go down.
 //   build/example-train-pruned [STEPS]
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -56,8 +57,11 @@ int main(int argc, char** argv) {
 
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels);
       sgd.zero_grad();
-      loss.backward();                                    // launches the buckets' all-reduces
-      comm::ReducerStepStats stats = reducer.finalize();  // waits for them
+      loss.backward();  // launches the buckets' all-reduces
+      // Waits for them; says (the same on every rank) whether any rank's step was not finite.
+      comm::ReducerStepStats stats = reducer.finalize(std::isfinite(loss.item()));
+      PAC_CHECK(!stats.nonfinite, "step {}: rank {}'s gradient or loss is not finite", step,
+                stats.nonfinite_rank);
       pruner.observe();
       sgd.step();  // reads each pruned parameter's compact averaged gradient
 
