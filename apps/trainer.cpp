@@ -357,9 +357,10 @@ TrainResult train(const TrainOptions& o) {
         group->all_reduce(Tensor::zeros({3}), comm::ReduceOp::sum)->wait();
       Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
       if (fault.due("nan-loss", position.step, rank)) loss = mul_scalar(loss, NAN);
-      const float value = loss.item();
       optimizer->zero_grad();
       loss.backward();
+      // Read after backward is queued, so that on a GPU the wait does not hold back its launches.
+      const float value = loss.item();
       comm::ReducerStepStats comm_stats;
       if (reducer) comm_stats = reducer->finalize(std::isfinite(value));
       // Every rank knows whether any rank's gradient or loss was not finite (the reducer's
