@@ -382,12 +382,12 @@ TrainResult train(const TrainOptions& o) {
       if (skip) {
         // Every rank stops (or skips) at this step; the rank that found the fault names it.
         std::string what =
-            nonfinite == "loss"   ? fmt::format("the loss is {} on rank {}", value, rank)
-            : !nonfinite.empty()  ? fmt::format("the gradient of '{}' is not finite on rank {}",
-                                                nonfinite, rank)
-                                  : fmt::format("the gradient of rank {} is not finite",
-                                                comm_stats.nonfinite_rank);
-        PAC_CHECK(o.skip_nonfinite, "step {}: {}; the run stops (--skip-nonfinite would skip the step)",
+            nonfinite == "loss" ? fmt::format("the loss is {} on rank {}", value, rank)
+            : !nonfinite.empty()
+                ? fmt::format("the gradient of '{}' is not finite on rank {}", nonfinite, rank)
+                : fmt::format("the gradient of rank {} is not finite", comm_stats.nonfinite_rank);
+        PAC_CHECK(o.skip_nonfinite,
+                  "step {}: {}; the run stops (--skip-nonfinite would skip the step)",
                   position.step + 1, what);
         ++result.skipped_steps;
         if (!quiet) {

@@ -21,7 +21,9 @@ void Compressor::keep_for_undo(const Tensor& state) {
   u.armed = true;
 }
 
-void Compressor::keep_for_undo(uint64_t& counter) { undo_unsigned_.emplace_back(&counter, counter); }
+void Compressor::keep_for_undo(uint64_t& counter) {
+  undo_unsigned_.emplace_back(&counter, counter);
+}
 void Compressor::keep_for_undo(int64_t& counter) { undo_signed_.emplace_back(&counter, counter); }
 
 void Compressor::end_step(bool applied) {
@@ -31,7 +33,8 @@ void Compressor::end_step(bool applied) {
   }
   // In reverse, so a counter recorded twice gets its oldest value.
   if (!applied) {
-    for (auto it = undo_unsigned_.rbegin(); it != undo_unsigned_.rend(); ++it) *it->first = it->second;
+    for (auto it = undo_unsigned_.rbegin(); it != undo_unsigned_.rend(); ++it)
+      *it->first = it->second;
     for (auto it = undo_signed_.rbegin(); it != undo_signed_.rend(); ++it) *it->first = it->second;
   }
   undo_unsigned_.clear();

@@ -301,7 +301,8 @@ class MpiGroup : public ProcessGroup {
     return 0;
   }
   static const char* kind_name(int kind) {
-    const char* kinds[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+    const char* kinds[] = {"?",          "all_reduce",     "broadcast",
+                           "all_gather", "reduce_scatter", "barrier"};
     return kind >= 0 && kind <= 5 ? kinds[kind] : "?";
   }
   // Tags hold 3 bits of kind and as many bits of the sequence number as MPI_TAG_UB allows (at

@@ -163,7 +163,7 @@ struct Plan {
   std::vector<Tensor> entry_grads;  // per entry: its slice of `values`
   Encoding encoding = Encoding::fp32;
   Tensor wire;      // in the wire encoding: bf16 or f16 [K], ternary's TernaryWire; unused for fp32
-  Tensor residual;       // f32 [K]: ternary error feedback, as the step starts
+  Tensor residual;  // f32 [K]: ternary error feedback, as the step starts
   Tensor next_residual;  // f32 [K]: what this step leaves; end_step swaps them if it is applied
   std::vector<int64_t> entry_begin;  // per entry and one past the end: its range in `values`
   Tensor begin;                      // entry_begin as i64, on the bucket's device (GPU kernels)

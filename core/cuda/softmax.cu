@@ -189,8 +189,8 @@ void raise_index_error() {
   CUDA_CHECK(cudaMemset(device_index_error(), 0, sizeof(IndexError)));
   // The CPU's messages (core/ops/softmax.cpp, core/ops/embedding.cpp).
   if (seen.op == kLabel) {
-    PAC_FAIL("cross_entropy: label {} at position {} is outside [0, {})", seen.index,
-             seen.position, seen.bound);
+    PAC_FAIL("cross_entropy: label {} at position {} is outside [0, {})", seen.index, seen.position,
+             seen.bound);
   }
   PAC_FAIL("embedding: index {} at position {} is outside [0, {})", seen.index, seen.position,
            seen.bound);

@@ -91,7 +91,7 @@ TEST_CASE(
   Setup reference = make(Device::cpu(), "pactrain", {{"enc", "fp32"}});
   Setup gpu = make(Device::cuda(), "pactrain", {{"enc", "ternary"}, {"ef", "1"}});
   std::map<int, std::vector<float>> residual;  // by bucket, in value order
-  std::map<int, float> previous_maximum;         // by bucket: max |gradient + residual| a step ago
+  std::map<int, float> previous_maximum;       // by bucket: max |gradient + residual| a step ago
   for (int s = 0; s < 4; ++s) {
     auto exact = step(reference, 10 + s);
     auto coded = step(gpu, 10 + s);

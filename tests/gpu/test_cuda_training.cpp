@@ -3,9 +3,9 @@
 #include <doctest/doctest.h>
 
 #include "apps/models/registry.h"
+#include "layers/finite.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
-#include "layers/finite.h"
 #include "optim/sgd.h"
 #include "prune/criterion.h"
 #include "prune/pruner.h"

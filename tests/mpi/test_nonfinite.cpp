@@ -106,8 +106,9 @@ TEST_CASE("a NaN on one rank is seen by every rank at its step, whatever the com
   }
 }
 
-TEST_CASE("a skipped step leaves the compressor, the optimizer and the weights as if its batch "
-          "had never been") {
+TEST_CASE(
+    "a skipped step leaves the compressor, the optimizer and the weights as if its batch "
+    "had never been") {
   if (world().size() < 2) return;
   for (const Spec& spec : specs) {
     INFO("compressor " << describe(spec));

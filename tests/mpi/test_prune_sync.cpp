@@ -160,8 +160,9 @@ TEST_CASE("a pruned model trains the same with pactrain as with dense") {
   }
 }
 
-TEST_CASE("pactrain ternary with error feedback keeps every rank in step through many pruning "
-          "events") {
+TEST_CASE(
+    "pactrain ternary with error feedback keeps every rank in step through many pruning "
+    "events") {
   // Late in a gradual schedule an event often leaves a layer's mask as it was. Every rank must
   // then make the same decision about rebuilding that bucket's plan: a rebuild on one rank alone
   // runs a scale all-reduce (or enc=auto's measurements) that the others do not, and the ranks'
@@ -209,8 +210,9 @@ TEST_CASE("pactrain ternary with error feedback keeps every rank in step through
   }
 }
 
-TEST_CASE("a criterion's gradient pass on rank 0 leaves the buffers and the random stream as they "
-          "were") {
+TEST_CASE(
+    "a criterion's gradient pass on rank 0 leaves the buffers and the random stream as they "
+    "were") {
   for (const char* criterion : {"snip", "grasp", "taylor"}) {
     CAPTURE(criterion);
     default_generator().manual_seed(5);
