@@ -97,9 +97,7 @@ void restore_run_state(const RunState& state, const std::string& path, comm::Pro
   StateReader read(path + ": rank " + std::to_string(group.rank()),
                    state.ranks[static_cast<size_t>(group.rank())]);
   StateDict compressor_state = read.section("compressor.");
-  if (reducer) {
-    reducer->compressor().load_state(compressor_state, reducer->buckets(), group);
-  }
+  if (reducer) reducer->load_compressor_state(compressor_state);
   Tensor words = read.tensor("generator", {4}, DType::i64);
   Generator::State generator;
   std::memcpy(generator.data(), words.raw_data(), sizeof(generator));

@@ -1,8 +1,11 @@
 // Compressor: how one gradient bucket is reduced, in the spirit of PyTorch's DDP comm hooks.
 // Given a bucket (its flat f32 gradient and the parameters it holds) and the process group, it
 // starts the reduction and returns a Work; once that Work is waited on, bucket.flat holds the
-// average over ranks (or the compressor's estimate of it). A compressor owns its state
-// (residuals, factors) and accounts for the time it spends encoding and decoding.
+// average over ranks (or the compressor's estimate of it), and with it every parameter's gradient,
+// since those are views into it. A compressor never writes into parameters. A pruned parameter's
+// gradient is compact (BucketEntry::compact): its slot holds only the kept entries, so every
+// compressor reduces fewer values on a pruned model. A compressor owns its state (residuals,
+// factors) and accounts for the time it spends encoding and decoding.
 #pragma once
 
 #include <functional>
@@ -20,8 +23,9 @@ namespace pac::comm {
 struct BucketEntry {
   std::string name;
   nn::ParameterPtr param;
-  int64_t offset = 0;  // first element of this parameter's gradient in the flat buffer
-  int64_t numel = 0;
+  int64_t offset = 0;    // first element of this parameter's gradient in the flat buffer
+  int64_t numel = 0;     // values of its gradient: param->grad_numel()
+  bool compact = false;  // pruned: the values are its kept entries, in the order of param->kept()
 };
 
 struct Bucket {
@@ -61,6 +65,12 @@ class Compressor {
   // version undoes what keep_for_undo() recorded; a compressor with state kept otherwise (double
   // buffers) overrides it and calls it too.
   virtual void end_step(bool applied);
+
+  // Called by the Reducer, between steps and on every rank alike, when a bucket's layout changed
+  // (a mask changed, so its compact entries hold a different number of values): whatever the
+  // compressor keeps per bucket for the old layout (residuals, factors, plans) must go. Counters
+  // that do not depend on the layout (steps) may stay.
+  virtual void layout_changed(const Bucket& bucket) { (void)bucket; }
 
  protected:
   // Runs f, one pass over the data, and adds its duration to the codec time.

@@ -27,6 +27,10 @@ class HostStaged : public Compressor {
     });
   }
 
+  void layout_changed(const Bucket& bucket) override {
+    mirrors_.erase(bucket.index);
+    inner_->layout_changed(mirror_of(bucket));
+  }
   void end_step(bool applied) override {
     inner_->end_step(applied);
     Compressor::end_step(applied);

@@ -11,6 +11,18 @@
 
 namespace pac::comm {
 
+namespace {
+
+// Makes `view` (a slot in a bucket) the parameter's gradient, with the values it has so far.
+void attach_gradient(nn::Parameter& p, Tensor view) {
+  NoGradGuard no_grad;
+  Tensor current = p.grad();
+  if (current.defined()) view.copy_(current.reshape(view.shape()));
+  p.set_grad(view);
+}
+
+}  // namespace
+
 std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
                                  const ReducerOptions& options) {
   PAC_CHECK(options.bucket_mb > 0.0 && options.first_bucket_mb > 0.0,
@@ -31,11 +43,18 @@ std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::Pa
     current_elements = 0;
     cap_bytes = options.bucket_mb * 1024 * 1024;
   };
+  // Which parameters share a bucket follows their dense sizes, so it never changes when masks
+  // do; what a bucket holds of each is its gradient as stored (compact while pruned).
+  int64_t current_dense = 0;
   for (auto it = named.rbegin(); it != named.rend(); ++it) {
     const auto& [name, p] = *it;
-    current.entries.push_back({name, p, current_elements, p->numel()});
-    current_elements += p->numel();
-    if (current_elements * 4.0 >= cap_bytes) close_bucket();
+    current.entries.push_back({name, p, current_elements, p->grad_numel(), p->grad_is_compact()});
+    current_elements += p->grad_numel();
+    current_dense += p->numel();
+    if (current_dense * 4.0 >= cap_bytes) {
+      close_bucket();
+      current_dense = 0;
+    }
   }
   close_bucket();
   return buckets;
@@ -69,8 +88,9 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t e = 0; e < buckets_[b].entries.size(); ++e) {
       auto& entry = buckets_[b].entries[e];
-      entry.param->data().set_grad(buckets_[b].flat.view_flat(entry.offset, entry.param->shape()));
+      attach_gradient(*entry.param, buckets_[b].flat.view_flat(entry.offset, {entry.numel}));
       entry.param->data().register_grad_ready_hook([this, b, e](Tensor&) { mark_ready(b, e); });
+      mask_versions_.push_back(entry.param->mask_version());
     }
     pending_.push_back(static_cast<int64_t>(buckets_[b].entries.size()));
     ready_.emplace_back(buckets_[b].entries.size(), false);
@@ -86,8 +106,51 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
   if (!device.is_cpu()) gpu_nonfinite_ = Tensor::zeros({slots}, DType::f32, device);
 }
 
+void Reducer::follow_masks() {
+  size_t slot = 0;
+  for (auto& bucket : buckets_) {
+    bool masks_changed = false, sizes_changed = false;
+    for (const auto& entry : bucket.entries) {
+      if (mask_versions_[slot++] != entry.param->mask_version()) masks_changed = true;
+      sizes_changed = sizes_changed || entry.numel != entry.param->grad_numel() ||
+                      entry.compact != entry.param->grad_is_compact();
+    }
+    if (!masks_changed) continue;
+    if (sizes_changed) {
+      // A new flat buffer for the new sizes.
+      int64_t at = 0;
+      for (auto& entry : bucket.entries) {
+        entry.offset = at;
+        entry.numel = entry.param->grad_numel();
+        entry.compact = entry.param->grad_is_compact();
+        at += entry.numel;
+      }
+      bucket.flat = Tensor::zeros({at}, DType::f32, bucket.flat.device());
+    }
+    // A new mask gave the parameter a gradient of its own: back into the bucket with its values.
+    for (auto& entry : bucket.entries)
+      attach_gradient(*entry.param, bucket.flat.view_flat(entry.offset, {entry.numel}));
+    if (sizes_changed) compressor_->layout_changed(bucket);
+  }
+  slot = 0;
+  for (const auto& bucket : buckets_) {
+    for (const auto& entry : bucket.entries) mask_versions_[slot++] = entry.param->mask_version();
+  }
+}
+
+void Reducer::load_compressor_state(const StateDict& state) {
+  follow_masks();
+  compressor_->load_state(state, buckets_, *group_);
+}
+
 void Reducer::mark_ready(size_t bucket, size_t entry) {
   if (paused_) return;
+  // The first gradient of a step: masks change only between steps, so this is where the buckets
+  // catch up with them, before any bucket is reduced.
+  if (!step_started_) {
+    step_started_ = true;
+    follow_masks();
+  }
   PAC_CHECK(!ready_[bucket][entry],
             "reducer: '{}' received a second gradient before finalize(); call finalize() after "
             "every backward",
@@ -127,6 +190,7 @@ void Reducer::check_finite(const Bucket& bucket) {
 }
 
 ReducerStepStats Reducer::finalize(bool loss_is_finite) {
+  if (!step_started_) follow_masks();  // no gradient arrived (every parameter unused)
   if (next_launch_ < buckets_.size()) {
     std::vector<std::string> missing;
     for (size_t b = next_launch_; b < buckets_.size(); ++b) {
@@ -185,6 +249,7 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
     ready_[b].assign(ready_[b].size(), false);
   }
   next_launch_ = 0;
+  step_started_ = false;
   return stats;
 }
 

@@ -1,7 +1,9 @@
 // Reducer: DDP's gradient synchronisation. At construction it broadcasts every parameter and
 // buffer from rank 0, then groups the parameters, in reverse registration order (the order
 // backward produces their gradients), into flat buckets: a small first bucket so communication
-// starts early, then larger ones. Each parameter's .grad becomes a view into its bucket. During
+// starts early, then larger ones (by dense size, so the grouping never changes). Each parameter's
+// gradient becomes a view into its bucket: compact for a pruned parameter, so a pruned model's
+// buckets hold only kept entries, and they are re-laid out when a mask changes. During
 // backward, each parameter's grad-ready hook marks it; when a bucket is complete, it and any
 // complete buckets after it are handed to the compressor, strictly in bucket order, so the
 // all-reduces run while backward goes on. finalize() waits for all of them.
@@ -59,6 +61,10 @@ class Reducer {
   // criterion's gradient pass on one rank only. Call finalize() only while not paused.
   void set_paused(bool paused) { paused_ = paused; }
 
+  // Restores the compressor's checkpointed state (Compressor::load_state) for the buckets as the
+  // parameters' current masks lay them out: call it after the checkpoint's masks are installed.
+  void load_compressor_state(const StateDict& state);
+
   const std::vector<Bucket>& buckets() const { return buckets_; }
   ProcessGroup& group() { return *group_; }
   Compressor& compressor() { return *compressor_; }
@@ -67,6 +73,8 @@ class Reducer {
   void mark_ready(size_t bucket, size_t entry);
   void launch_ready_buckets();
   void check_finite(const Bucket& bucket);
+  // Re-lays out the buckets whose parameters' masks changed since the last step.
+  void follow_masks();
 
   ProcessGroupPtr group_;
   std::unique_ptr<Compressor> compressor_;
@@ -77,6 +85,8 @@ class Reducer {
   std::vector<WorkPtr> work_;             // per bucket, once launched
   size_t next_launch_ = 0;
   bool paused_ = false;
+  bool step_started_ = false;            // a gradient of this step has arrived
+  std::vector<uint64_t> mask_versions_;  // per parameter, in bucket order: the layout's masks
   uint64_t bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
   uint64_t kernels_at_step_start_ = 0;

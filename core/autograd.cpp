@@ -16,8 +16,9 @@ static thread_local bool grad_mode_enabled = true;
 bool GradMode::enabled() { return grad_mode_enabled; }
 void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
 
-// The sink of a leaf: sums the incoming gradient into leaf.grad, then fires the leaf's
-// grad-ready hooks. The engine runs it once per backward, after every contribution has arrived.
+// The sink of a leaf: sums the incoming gradient into leaf.grad (or hands it to the leaf's own
+// GradSink), then fires the leaf's grad-ready hooks. The engine runs it once per backward, after
+// every contribution has arrived.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
@@ -30,14 +31,17 @@ class AccumulateGrad : public Node {
     PAC_CHECK(grad_output.shape() == leaf->shape,
               "autograd: gradient {} does not match its leaf {}", grad_output.str(),
               leaf_tensor.str());
-    if (!leaf->grad) {
+    Tensor grad;
+    if (leaf->grad_sink) {
+      grad = leaf->grad_sink(grad_output);
+    } else if (!leaf->grad) {
       leaf->grad = grad_output.clone().impl_ptr();
+      grad = Tensor(leaf->grad);
     } else {
       // In place, so a gradient that is a view into a bucket stays that view.
-      Tensor existing(leaf->grad);
-      add_(existing, grad_output);
+      grad = Tensor(leaf->grad);
+      add_(grad, grad_output);
     }
-    Tensor grad(leaf->grad);
     for (auto& hook : leaf->grad_ready_hooks) hook(grad);
     return {};
   }

@@ -26,6 +26,12 @@ Tensor sum_to(const Tensor& t, const Shape& shape);
 void add_(Tensor& a, const Tensor& b);
 void axpy_(Tensor& a, float alpha, const Tensor& b);
 void scale_(Tensor& a, float value);
+// In place, no autograd, by flat i32 positions (index: [n], dst or src: [n], the other any shape):
+// dst[j] += src.flat[index[j]], the gather that accumulates a pruned weight's compact gradient;
+// dst[j] = src.flat[index[j]]; and dst.flat[index[j]] = src[j].
+void index_gather_add_(Tensor& dst, const Tensor& src, const Tensor& index);
+void index_gather_(Tensor& dst, const Tensor& src, const Tensor& index);
+void index_scatter_(Tensor& dst, const Tensor& src, const Tensor& index);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

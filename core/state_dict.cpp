@@ -20,6 +20,11 @@ StateReader::StateReader(std::string owner, const StateDict& state)
 
 bool StateReader::has(const std::string& key) const { return state_.count(key) != 0; }
 
+bool StateReader::has_shape(const std::string& key, const Shape& shape) const {
+  auto it = state_.find(key);
+  return it != state_.end() && it->second.shape() == shape;
+}
+
 Tensor StateReader::tensor(const std::string& key, const Shape& shape, DType dtype) {
   auto it = state_.find(key);
   PAC_CHECK(it != state_.end(), "{}: the saved state has no '{}'", owner_, key);

@@ -26,6 +26,8 @@ class StateReader {
   StateReader(std::string owner, const StateDict& state);
 
   bool has(const std::string& key) const;
+  // Whether the entry exists with this shape (a reader that accepts an older layout asks first).
+  bool has_shape(const std::string& key, const Shape& shape) const;
   // The entry, which must exist and have `shape` and `dtype`; the caller gets a copy.
   Tensor tensor(const std::string& key, const Shape& shape, DType dtype = DType::f32);
   int64_t counter(const std::string& key);

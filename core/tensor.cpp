@@ -275,4 +275,10 @@ void Tensor::register_grad_ready_hook(GradReadyHook hook) const {
   impl()->grad_ready_hooks.push_back(std::move(hook));
 }
 
+void Tensor::set_grad_sink(GradSink sink) const {
+  PAC_CHECK(is_leaf() && requires_grad(), "set_grad_sink: {} must be a leaf that requires grad",
+            str());
+  impl()->grad_sink = std::move(sink);
+}
+
 }  // namespace pac

@@ -25,6 +25,11 @@ class Node;
 class Tensor;
 // Called with the final gradient of a leaf, once per backward pass.
 using GradReadyHook = std::function<void(Tensor& grad)>;
+// Takes the summed gradient arriving at a leaf, in the leaf's shape, in place of the default
+// `leaf.grad += incoming`, and returns the gradient as it is stored (what the hooks then see).
+// It lets a layer above core keep a leaf's gradient in another form (a pruned weight keeps only
+// its kept entries) without the engine knowing why.
+using GradSink = std::function<Tensor(const Tensor& incoming)>;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -37,6 +42,7 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;        // leaves: accumulated gradient
   std::shared_ptr<Node> grad_accumulator;  // leaves: created on first use by autograd
   std::vector<GradReadyHook> grad_ready_hooks;
+  GradSink grad_sink;  // leaves: null for the default accumulation into `grad`
 };
 
 class Tensor {
@@ -112,6 +118,8 @@ class Tensor {
   void set_grad(const Tensor& grad) const;
   void backward(const Tensor& grad_output = Tensor()) const;
   void register_grad_ready_hook(GradReadyHook hook) const;
+  // Replaces how this leaf accumulates its gradient (null: back to `grad += incoming`).
+  void set_grad_sink(GradSink sink) const;
 
   // Common ops as methods (defined with the ops in core/ops/).
   Tensor reshape(const Shape& shape) const;

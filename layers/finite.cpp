@@ -13,22 +13,20 @@ std::string first_nonfinite_gradient(
   std::vector<std::string> gpu_names;
   Tensor counts;
   for (const auto& [name, p] : params) {
-    const bool compact = p->compact_grad().defined();
-    Tensor g = compact ? p->compact_grad() : p->grad();
+    Tensor g = p->grad();  // compact for a pruned parameter: only entries that are applied
     if (!g.defined()) continue;
     const float* v = g.data<float>();
-    const uint8_t* mask = p->has_mask() && !compact ? p->mask().data<uint8_t>() : nullptr;
     if (g.is_cuda()) {
       if (!counts.defined()) {
         counts = Tensor::zeros({static_cast<int64_t>(params.size())}, DType::f32, g.device());
       }
-      cuda::masked_reduce(cuda::MaskedReduce::nonfinite_count, v, mask, g.numel(),
+      cuda::masked_reduce(cuda::MaskedReduce::nonfinite_count, v, nullptr, g.numel(),
                           counts.data<float>() + gpu_names.size());
       gpu_names.push_back(name);
       continue;
     }
     for (int64_t i = 0, n = g.numel(); i < n; ++i) {
-      if (!std::isfinite(v[i]) && (!mask || mask[i])) return name;
+      if (!std::isfinite(v[i])) return name;
     }
   }
   if (counts.defined()) {

@@ -1,6 +1,6 @@
-// Finding a NaN or an infinity in the gradients an update is about to read (the compact ones
-// where a compressor left them; pruned entries of a dense gradient do not count), so a run can
-// stop, or skip the step, before the weights are spoiled.
+// Finding a NaN or an infinity in the gradients an update is about to read (Parameter::grad(),
+// compact for a pruned parameter), so a run can stop, or skip the step, before the weights are
+// spoiled.
 #pragma once
 
 #include <string>

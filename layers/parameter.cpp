@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/cuda/kernels.h"
+#include "core/ops.h"
 
 namespace pac::nn {
 
@@ -13,6 +14,36 @@ Parameter::Parameter(Tensor data) : data_(std::move(data)) {
   PAC_CHECK(data_.is_leaf(), "Parameter: data {} must be a leaf, not the output of an op",
             data_.str());
   data_.requires_grad_(true);
+}
+
+Tensor Parameter::dense_grad() const {
+  if (!has_mask()) return data_.grad();
+  if (!compact_grad_.defined()) return Tensor();
+  Tensor dense = Tensor::zeros(shape(), DType::f32, data_.device());
+  index_scatter_(dense, compact_grad_, kept_);
+  return dense;
+}
+
+void Parameter::set_grad(const Tensor& g) {
+  if (!g.defined()) {
+    compact_grad_ = Tensor();
+    data_.set_grad(Tensor());
+    return;
+  }
+  PAC_CHECK(g.dtype() == DType::f32 && g.numel() == grad_numel() && g.device() == data_.device(),
+            "Parameter::set_grad: {} cannot be the gradient of {} ({} f32 values on {})", g.str(),
+            data_.str(), grad_numel(), data_.device().str());
+  if (has_mask())
+    compact_grad_ = g.reshape({grad_numel()});
+  else
+    data_.set_grad(g.reshape(shape()));
+}
+
+Tensor Parameter::accumulate_compact(const Tensor& dense) {
+  if (!compact_grad_.defined())
+    compact_grad_ = Tensor::zeros({kept_count()}, DType::f32, data_.device());
+  index_gather_add_(compact_grad_, dense, kept_);
+  return compact_grad_;
 }
 
 void Parameter::set_mask(const Tensor& mask) {
@@ -28,22 +59,32 @@ void Parameter::set_mask(const Tensor& mask) {
   }
   PAC_CHECK(data_.numel() <= INT32_MAX, "Parameter::set_mask: {} is too large for i32 indices",
             data_.str());
+  NoGradGuard no_grad;
+  Tensor old_grad = dense_grad();  // the gradient so far, to carry over to the new kept set
   kept_ = Tensor::empty({static_cast<int64_t>(positions.size())}, DType::i32);
   std::copy(positions.begin(), positions.end(), kept_.data<int32_t>());
   // The mask and positions live where the data does; they were worked out on the host.
   mask_ = bytes.to(data_.device());
   kept_ = kept_.to(data_.device());
   apply_mask(data_);
-  Tensor g = data_.grad();
-  if (g.defined()) apply_mask(g);
+  data_.set_grad(Tensor());
   compact_grad_ = Tensor();
+  if (old_grad.defined()) {
+    compact_grad_ = Tensor::empty({kept_count()}, DType::f32, data_.device());
+    index_gather_(compact_grad_, old_grad, kept_);
+  }
+  data_.set_grad_sink([this](const Tensor& dense) { return accumulate_compact(dense); });
   ++mask_version_;
 }
 
 void Parameter::clear_mask() {
+  NoGradGuard no_grad;
+  Tensor old_grad = dense_grad();
   mask_ = Tensor();
   kept_ = Tensor();
   compact_grad_ = Tensor();
+  data_.set_grad_sink(nullptr);
+  data_.set_grad(old_grad);
   ++mask_version_;
 }
 
@@ -51,14 +92,7 @@ void Parameter::to(Device device) {
   data_.move_to_(device);
   if (mask_.defined()) mask_ = mask_.to(device);
   if (kept_.defined()) kept_ = kept_.to(device);
-  compact_grad_ = Tensor();
-}
-
-void Parameter::set_compact_grad(Tensor g) {
-  PAC_CHECK(!g.defined() || (g.dtype() == DType::f32 && g.numel() == kept_count()),
-            "Parameter::set_compact_grad: {} does not hold the {} kept entries of {}",
-            g.defined() ? g.str() : "undefined", kept_count(), data_.str());
-  compact_grad_ = std::move(g);
+  if (compact_grad_.defined()) compact_grad_ = compact_grad_.to(device);
 }
 
 void Parameter::apply_mask(Tensor& t) const {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "optim/update_kernels.h"
+
 namespace pac::optim {
 
 AdamW::AdamW(NamedParameters params, const AdamWOptions& options)
@@ -15,8 +17,9 @@ AdamW::AdamW(NamedParameters params, const AdamWOptions& options)
 void AdamW::update(nn::Parameter& p, const GradientView& grad,
                    std::map<std::string, Tensor>& slots) {
   if (!slots.count("exp_avg")) {
-    slots["exp_avg"] = Tensor::zeros(p.shape(), DType::f32, p.data().device());
-    slots["exp_avg_sq"] = Tensor::zeros(p.shape(), DType::f32, p.data().device());
+    // Compact like the gradient: one value per kept entry.
+    slots["exp_avg"] = Tensor::zeros({grad.count}, DType::f32, p.data().device());
+    slots["exp_avg_sq"] = Tensor::zeros({grad.count}, DType::f32, p.data().device());
     slots["step"] = Tensor::zeros({1});  // a host counter, on every device
   }
   float* m = slots["exp_avg"].data<float>();
@@ -30,20 +33,16 @@ void AdamW::update(nn::Parameter& p, const GradientView& grad,
   float* w = static_cast<float*>(p.data().raw_data());
   const float* g = grad.values;
   if (p.data().is_cuda()) {
-    cuda::adamw_step(w, m, v, grad.for_kernel(), step_size, sqrt_bias2, b1, b2, options_.eps,
-                     decay);
+    gpu::adamw_step(w, m, v, {grad.values, grad.positions, grad.count}, step_size, sqrt_bias2, b1,
+                    b2, options_.eps, decay);
     return;
   }
   for (int64_t j = 0; j < grad.count; ++j) {
     int64_t i = grad.position(j);
-    if (grad.pruned(i)) {
-      w[i] = m[i] = v[i] = 0.0f;
-      continue;
-    }
     w[i] *= decay;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[j];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[j] * g[j];
-    w[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bias2 + options_.eps);
+    m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+    v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+    w[i] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_bias2 + options_.eps);
   }
 }
 

@@ -12,35 +12,28 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   PAC_CHECK(max_norm > 0.0f, "clip_grad_norm: max_norm must be positive, got {}", max_norm);
   NoGradGuard no_grad;
   double total = 0.0;
-  // The gradient each update will read: the compact one where a compressor left it. Entries of a
-  // dense gradient at pruned positions are never applied, so they do not count.
-  auto update_grad = [](const nn::Parameter& p) {
-    return p.compact_grad().defined() ? p.compact_grad() : p.grad();
-  };
-  // GPU gradients add their sums of squares into one device value, read once.
+  // Each gradient as the update reads it: compact for a pruned parameter, so pruned entries
+  // never count. GPU gradients add their sums of squares into one device value, read once.
   Tensor device_total;
   for (const auto& [name, p] : params) {
-    Tensor g = update_grad(*p);
+    Tensor g = p->grad();
     if (!g.defined()) continue;
-    const uint8_t* mask =
-        p->has_mask() && !p->compact_grad().defined() ? p->mask().data<uint8_t>() : nullptr;
     if (g.is_cuda()) {
       if (!device_total.defined()) device_total = Tensor::zeros({1}, DType::f32, g.device());
-      cuda::masked_reduce(cuda::MaskedReduce::sum_squares, g.data<float>(), mask, g.numel(),
+      cuda::masked_reduce(cuda::MaskedReduce::sum_squares, g.data<float>(), nullptr, g.numel(),
                           device_total.data<float>());
       continue;
     }
     const float* pg = g.data<float>();
-    for (int64_t i = 0, count = g.numel(); i < count; ++i) {
-      if (!mask || mask[i]) total += static_cast<double>(pg[i]) * pg[i];
-    }
+    for (int64_t i = 0, count = g.numel(); i < count; ++i)
+      total += static_cast<double>(pg[i]) * pg[i];
   }
   if (device_total.defined()) total += device_total.item();
   float norm = static_cast<float>(std::sqrt(total));
   float scale = max_norm / (norm + 1e-6f);
   if (scale < 1.0f) {
     for (const auto& [name, p] : params) {
-      Tensor g = update_grad(*p);
+      Tensor g = p->grad();
       if (g.defined()) scale_(g, scale);
     }
   }

@@ -1,15 +1,67 @@
 #include "optim/optimizer.h"
 
+#include <limits>
+
 #include "core/autograd.h"
 
 namespace pac::optim {
 
+namespace {
+
+constexpr uint64_t kUnknownLayout = std::numeric_limits<uint64_t>::max();
+
+bool per_entry(const std::string& slot) { return slot != "step"; }
+
+// Moves per-entry state from one kept set to another (undefined: all `numel` positions, in
+// `shape`): entries kept in both keep their value, the others start at zero. Both sets are
+// ascending, so one merge walk does it. Masks change rarely; this runs on the host.
+Tensor relayout(const Tensor& state, const Tensor& from_kept, const Tensor& to_kept,
+                const Shape& shape) {
+  const int64_t numel = shape_numel(shape);
+  Tensor from_host = from_kept.defined() ? from_kept.cpu() : Tensor();
+  Tensor to_host = to_kept.defined() ? to_kept.cpu() : Tensor();
+  auto position = [&](const Tensor& kept, int64_t j) -> int64_t {
+    return kept.defined() ? kept.data<int32_t>()[j] : j;
+  };
+  const int64_t from_count = from_host.defined() ? from_host.numel() : numel;
+  const int64_t to_count = to_host.defined() ? to_host.numel() : numel;
+  Tensor old_values = state.cpu();
+  Tensor out = Tensor::zeros(to_host.defined() ? Shape{to_count} : shape);
+  const float* in = old_values.data<float>();
+  float* o = out.data<float>();
+  for (int64_t a = 0, b = 0; a < from_count && b < to_count;) {
+    int64_t pa = position(from_host, a), pb = position(to_host, b);
+    if (pa == pb)
+      o[b++] = in[a++];
+    else if (pa < pb)
+      ++a;
+    else
+      ++b;
+  }
+  return out.to(state.device());
+}
+
+}  // namespace
+
 Optimizer::Optimizer(NamedParameters params, float lr)
     : params_(std::move(params)),
       slots_(params_.size()),
-      mask_versions_(params_.size(), 0),
-      lr_(lr) {
+      lr_(lr),
+      state_kept_(params_.size()),
+      state_mask_version_(params_.size(), kUnknownLayout) {
   PAC_CHECK(lr >= 0.0f, "optimizer: learning rate must be >= 0, got {}", lr);
+}
+
+void Optimizer::follow_mask(size_t i) {
+  nn::Parameter& p = *params_[i].second;
+  if (state_mask_version_[i] == p.mask_version()) return;
+  Tensor now_kept = p.has_mask() ? p.kept() : Tensor();
+  const bool both_dense = !state_kept_[i].defined() && !now_kept.defined();
+  for (auto& [slot, t] : slots_[i]) {
+    if (per_entry(slot) && !both_dense) t = relayout(t, state_kept_[i], now_kept, p.shape());
+  }
+  state_kept_[i] = now_kept;
+  state_mask_version_[i] = p.mask_version();
 }
 
 void Optimizer::step() {
@@ -17,27 +69,13 @@ void Optimizer::step() {
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i].second;
-    if (p.mask_version() != mask_versions_[i]) {
-      // A new mask: the state at newly pruned entries must not survive to revive them.
-      for (auto& [slot, t] : slots_[i]) {
-        if (t.shape() == p.shape()) p.apply_mask(t);
-      }
-      mask_versions_[i] = p.mask_version();
-    }
+    follow_mask(i);
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
     GradientView view;
-    const Tensor& compact = p.compact_grad();
-    Tensor dense = p.grad();
-    if (compact.defined()) {
-      view.values = compact.data<float>();
-      view.positions = p.has_mask() ? p.kept().data<int32_t>() : nullptr;
-      view.count = compact.numel();
-    } else if (dense.defined()) {
-      view.values = dense.data<float>();
-      view.count = dense.numel();
-      view.mask = p.has_mask() ? p.mask().data<uint8_t>() : nullptr;
-    } else {
-      continue;
-    }
+    view.values = g.data<float>();
+    view.positions = p.has_mask() ? p.kept().data<int32_t>() : nullptr;
+    view.count = g.numel();
     update(p, view, slots_[i]);
   }
 }
@@ -47,7 +85,6 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) {
     Tensor g = p->grad();
     if (g.defined()) g.zero_();
-    p->set_compact_grad(Tensor());
   }
 }
 
@@ -58,7 +95,15 @@ void Optimizer::reset_state() {
 std::map<std::string, Tensor> Optimizer::state() const {
   std::map<std::string, Tensor> out;
   for (size_t i = 0; i < params_.size(); ++i) {
-    for (const auto& [slot, t] : slots_[i]) out[params_[i].first + "." + slot] = t;
+    const nn::Parameter& p = *params_[i].second;
+    for (const auto& [slot, t] : slots_[i]) {
+      // In the parameter's shape, whatever layout the state has now.
+      Tensor saved = t;
+      if (per_entry(slot))
+        saved = state_kept_[i].defined() ? relayout(t, state_kept_[i], Tensor(), p.shape())
+                                         : t.reshape(p.shape());
+      out[params_[i].first + "." + slot] = saved;
+    }
   }
   out["step"] = Tensor::full({1}, static_cast<float>(steps_));
   return out;
@@ -75,11 +120,11 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
          ++it) {
       std::string slot = it->first.substr(prefix.size());
       if (slot.find('.') != std::string::npos) continue;  // belongs to a longer parameter name
-      PAC_CHECK(it->second.shape() == params_[i].second->shape() || slot == "step",
+      PAC_CHECK(it->second.shape() == params_[i].second->shape() || !per_entry(slot),
                 "optimizer state: '{}' is {}, parameter is {}", it->first, it->second.str(),
                 shape_str(params_[i].second->shape()));
       // Per-entry state lives with its parameter; scalar slots ("step") stay on the host.
-      Device device = slot == "step" ? Device::cpu() : params_[i].second->data().device();
+      Device device = per_entry(slot) ? params_[i].second->data().device() : Device::cpu();
       loaded[i][slot] = it->second.clone().to(device);
       ++used;
     }
@@ -89,6 +134,11 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
             state.size() - used);
   slots_ = std::move(loaded);
   steps_ = static_cast<int64_t>(step->second.item());
+  // Loaded in the parameters' shapes: the next step gathers the kept entries of masked ones.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state_kept_[i] = Tensor();
+    state_mask_version_[i] = kUnknownLayout;
+  }
 }
 
 }  // namespace pac::optim

@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include "optim/update_kernels.h"
+
 namespace pac::optim {
 
 Sgd::Sgd(NamedParameters params, const SgdOptions& options)
@@ -14,36 +16,26 @@ Sgd::Sgd(NamedParameters params, const SgdOptions& options)
 void Sgd::update(nn::Parameter& p, const GradientView& grad, std::map<std::string, Tensor>& slots) {
   const float lr = lr_, m = options_.momentum, wd = options_.weight_decay;
   const float keep = 1.0f - options_.dampening;
-  float* w = static_cast<float*>(p.data().raw_data());
+  float* w = static_cast<float*>(p.data().raw_data());  // raw: a no-grad update of a leaf
   const float* g = grad.values;
+  bool first = m != 0.0f && !slots.count("momentum_buffer");
+  // Compact like the gradient: one value per kept entry.
+  if (first) slots["momentum_buffer"] = Tensor::zeros({grad.count}, DType::f32, p.data().device());
+  float* b = m != 0.0f ? slots["momentum_buffer"].data<float>() : nullptr;
   if (p.data().is_cuda()) {
-    bool first = m != 0.0f && !slots.count("momentum_buffer");
-    if (first) slots["momentum_buffer"] = Tensor::zeros(p.shape(), DType::f32, p.data().device());
-    float* b = m != 0.0f ? slots["momentum_buffer"].data<float>() : nullptr;
-    cuda::sgd_step(w, b, grad.for_kernel(), lr, m, options_.dampening, wd, options_.nesterov,
-                   first);
+    gpu::sgd_step(w, b, {grad.values, grad.positions, grad.count}, lr, m, options_.dampening, wd,
+                  options_.nesterov, first);
     return;
   }
-  if (m == 0.0f) {
-    for (int64_t j = 0; j < grad.count; ++j) {
-      int64_t i = grad.position(j);
-      w[i] = grad.pruned(i) ? 0.0f : w[i] - lr * (g[j] + wd * w[i]);
-    }
-    return;
-  }
-  bool first = !slots.count("momentum_buffer");
-  if (first) slots["momentum_buffer"] = Tensor::zeros(p.shape());
-  float* b = slots["momentum_buffer"].data<float>();
   for (int64_t j = 0; j < grad.count; ++j) {
     int64_t i = grad.position(j);
-    if (grad.pruned(i)) {
-      w[i] = 0.0f;
-      b[i] = 0.0f;
+    float d = g[j] + wd * w[i];
+    if (!b) {
+      w[i] -= lr * d;
       continue;
     }
-    float d = g[j] + wd * w[i];
-    b[i] = first ? d : m * b[i] + keep * d;
-    w[i] -= lr * (options_.nesterov ? d + m * b[i] : b[i]);
+    b[j] = first ? d : m * b[j] + keep * d;
+    w[i] -= lr * (options_.nesterov ? d + m * b[j] : b[j]);
   }
 }
 

@@ -28,9 +28,9 @@ Tensor abs_of(const Tensor& a_any) {
 std::vector<Tensor> copy_gradients(const NamedParameters& params) {
   std::vector<Tensor> out;
   for (const auto& [name, p] : params) {
-    Tensor g = p->grad();
+    Tensor g = p->dense_grad();  // a copy already where the gradient is compact
     PAC_CHECK(g.defined(), "pruning: '{}' has no gradient after the gradient pass", name);
-    out.push_back(g.is_cuda() ? g.cpu() : g.clone());
+    out.push_back(g.is_cuda() ? g.cpu() : p->grad_is_compact() ? g : g.clone());
   }
   return out;
 }

@@ -57,19 +57,19 @@ StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
            model.named_parameters(),
            comm::ReducerOptions{options.bucket_mb, options.first_bucket_mb, false})) {
     comm::PactrainLayout layout = comm::pactrain_layout(bucket);
-    bytes.dense += static_cast<uint64_t>(bucket.flat.numel()) * 4;
+    int64_t dense_values = 0;
+    for (const auto& e : bucket.entries) dense_values += e.param->numel();
+    bytes.dense += static_cast<uint64_t>(dense_values) * 4;
     if (!layout.compact) {
-      bytes.pactrain += static_cast<uint64_t>(bucket.flat.numel()) * 4;
+      bytes.pactrain += static_cast<uint64_t>(dense_values) * 4;
+    } else if (options.encoding == "ternary") {
+      // The weights' ternary sums packed (TernaryWire), one scale per weight shared by an
+      // all-reduce-max, and the 1-D parameters in fp32.
+      bytes.pactrain +=
+          static_cast<uint64_t>(comm::ternary_wire(options.world).bytes(layout.coded)) +
+          4 * static_cast<uint64_t>(layout.coded_parameters + layout.plain);
     } else {
-      // Ternary sums are packed (TernaryWire), plus one scale per parameter, shared by an
-      // all-reduce-max.
-      if (options.encoding == "ternary") {
-        bytes.pactrain +=
-            static_cast<uint64_t>(comm::ternary_wire(options.world).bytes(layout.values)) +
-            4 * bucket.entries.size();
-      } else {
-        bytes.pactrain += static_cast<uint64_t>(layout.values * per_value);
-      }
+      bytes.pactrain += static_cast<uint64_t>(layout.values * per_value);
     }
   }
   return bytes;

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <map>
 
+#include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/generator.h"
+#include "core/ops.h"
 #include "layers/parameter.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -129,17 +131,18 @@ Tensor compact_of(const nn::Parameter& p, const Tensor& dense) {
 }  // namespace
 
 TEST_CASE(
-    "the compact gradient path updates exactly as the dense one, and a new mask clears "
-    "the state it prunes") {
+    "a pruned parameter's update and compact state equal a dense run on the masked gradient, "
+    "through mask changes") {
   for (int kind = 0; kind < 2; ++kind) {
     CAPTURE(kind);
     Generator g(21);
-    Tensor init = g.randn({7, 4});
-    auto dense_param = std::make_shared<nn::Parameter>(init.clone());
-    auto compact_param = std::make_shared<nn::Parameter>(init.clone());
     Tensor mask = g.bernoulli({7, 4}, 0.6f);
-    dense_param->set_mask(mask);
-    compact_param->set_mask(mask);
+    Tensor init = mul(g.randn({7, 4}), mask);
+    // The reference: never masked; it gets the masked gradient, and where an entry is pruned its
+    // weight and state are zeroed by hand.
+    auto reference = std::make_shared<nn::Parameter>(init.clone());
+    auto pruned = std::make_shared<nn::Parameter>(init.clone());
+    pruned->set_mask(mask);
     auto make = [&](nn::ParameterPtr p) -> std::unique_ptr<optim::Optimizer> {
       if (kind == 0)
         return std::make_unique<optim::Sgd>(optim::NamedParameters{{"w", p}},
@@ -147,30 +150,65 @@ TEST_CASE(
       return std::make_unique<optim::AdamW>(optim::NamedParameters{{"w", p}},
                                             optim::AdamWOptions{0.01f});
     };
-    auto dense_opt = make(dense_param), compact_opt = make(compact_param);
+    auto reference_opt = make(reference), pruned_opt = make(pruned);
     for (int step = 0; step < 30; ++step) {
-      if (step == 15) {  // the mask shrinks mid-run
-        Tensor smaller = mask.clone();
-        for (int64_t i = 0; i < smaller.numel(); i += 3) smaller.data<float>()[i] = 0.0f;
-        dense_param->set_mask(smaller);
-        compact_param->set_mask(smaller);
+      if (step == 10 || step == 20) {
+        // Step 10: the mask shrinks. Step 20: it shrinks elsewhere and regrows where it shrank.
+        Tensor next = mask.clone();
+        for (int64_t i = step == 10 ? 0 : 1; i < next.numel(); i += 3)
+          next.data<float>()[i] = step == 10 ? 0.0f : 1.0f - next.data<float>()[i];
+        mask = next;
+        pruned->set_mask(mask);
+        NoGradGuard no_grad;
+        Tensor w = reference->data();
+        w.copy_(mul(w, mask));
+        auto state = reference_opt->state();
+        for (auto& [name, t] : state)
+          if (t.shape() == Shape{7, 4}) t = mul(t, mask);
+        reference_opt->load_state(state);
       }
       Tensor grad = g.randn({7, 4});
-      dense_param->data().set_grad(grad);
-      compact_param->data().set_grad(Tensor::full({7, 4}, 1e6f));  // must be ignored
-      compact_param->set_compact_grad(compact_of(*compact_param, grad));
-      dense_opt->step();
-      compact_opt->step();
-      compact_opt->zero_grad();
-      CHECK_FALSE(compact_param->compact_grad().defined());
+      reference->data().set_grad(mul(grad, mask));
+      pruned->set_grad(compact_of(*pruned, grad));
+      REQUIRE(pruned->grad().shape() == Shape{pruned->kept_count()});
+      reference_opt->step();
+      pruned_opt->step();
     }
-    CHECK(compact_param->data().to_vector() == dense_param->data().to_vector());
-    auto dense_state = dense_opt->state(), compact_state = compact_opt->state();
-    for (auto& [name, t] : dense_state) {
+    CHECK(pruned->data().to_vector() == reference->data().to_vector());
+    auto reference_state = reference_opt->state(), pruned_state = pruned_opt->state();
+    for (auto& [name, t] : reference_state) {
       INFO(name);
-      CHECK(compact_state.at(name).to_vector() == t.to_vector());
+      CHECK(pruned_state.at(name).to_vector() == t.to_vector());
     }
   }
+}
+
+TEST_CASE("a pruned parameter's optimizer state holds only its kept entries") {
+  auto p = std::make_shared<nn::Parameter>(Tensor::ones({100}));
+  Tensor mask = Tensor::zeros({100});
+  for (int i = 0; i < 100; i += 5) mask.data<float>()[i] = 1.0f;
+  p->set_mask(mask);
+  optim::AdamW opt({{"w", p}}, optim::AdamWOptions{0.01f});
+  p->set_grad(Tensor::ones({20}));
+  size_t before = cpu_allocator_stats().current_bytes;
+  opt.step();
+  // Two moments of 20 floats and the step counter (in 64-byte blocks), not 2 x 100 floats.
+  CHECK(cpu_allocator_stats().current_bytes - before < 2 * 100 * 4);
+  CHECK(opt.state().at("w.exp_avg").shape() == Shape{100});  // checkpoints keep the shape
+}
+
+TEST_CASE("state saved in the parameter's shape loads into a pruned parameter") {
+  // Checkpoints hold per-entry state in the parameter's shape, zeros at pruned positions, as
+  // state was kept before it became compact; the kept entries come back.
+  auto p = std::make_shared<nn::Parameter>(Tensor::ones({4}));
+  p->set_mask(Tensor::from_vector({1, 0, 1, 1}, {4}));
+  optim::Sgd opt({{"w", p}}, {0.5f, 0.5f});
+  opt.load_state({{"w.momentum_buffer", Tensor::from_vector({2, 0, 4, 6}, {4})},
+                  {"step", Tensor::full({1}, 3.0f)}});
+  p->set_grad(Tensor::zeros({3}));
+  opt.step();  // b = 0.5 b + 0; w -= 0.5 b
+  CHECK(p->data().to_vector() == std::vector<float>{0.5f, 0.0f, 0.0f, -0.5f});
+  CHECK(opt.state().at("w.momentum_buffer").to_vector() == std::vector<float>{1, 0, 2, 3});
 }
 
 TEST_CASE("optimizer state round-trips and refuses a foreign state") {
@@ -197,13 +235,10 @@ TEST_CASE("clip_grad_norm scales the total norm down to max_norm") {
   CHECK(a->grad().to_vector()[0] == doctest::Approx(0.6f).epsilon(1e-4));
   CHECK(b->grad().to_vector()[0] == doctest::Approx(0.8f).epsilon(1e-4));
 
-  // Pruned entries of a dense gradient are never applied and do not count; a compact gradient is
-  // what gets clipped when there is one.
+  // A pruned parameter's gradient is compact: only its kept entries count, and get clipped.
   a->set_mask(Tensor::from_vector({1, 0}, {2}));
-  a->data().set_grad(Tensor::from_vector({3, 100}, {2}));
+  a->set_grad(Tensor::from_vector({6}, {1}));
   b->data().set_grad(Tensor::from_vector({4}, {1}));
-  CHECK(optim::clip_grad_norm({{"a", a}, {"b", b}}, 10.0f) == doctest::Approx(5.0f));
-  a->set_compact_grad(Tensor::from_vector({6}, {1}));
   CHECK(optim::clip_grad_norm({{"a", a}, {"b", b}}, 1.0f) == doctest::Approx(std::sqrt(52.0f)));
-  CHECK(a->compact_grad().item() == doctest::Approx(6.0f / std::sqrt(52.0f)).epsilon(1e-4));
+  CHECK(a->grad().item() == doctest::Approx(6.0f / std::sqrt(52.0f)).epsilon(1e-4));
 }

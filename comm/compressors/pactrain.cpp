@@ -1,34 +1,35 @@
-// pactrain: the compressor of the PacTrain paper. Every rank holds the same pruning masks, so the
-// gradient of a pruned bucket is sparse on the same positions everywhere: the kept entries are
-// gathered into a short dense vector and all-reduced as is, with no index exchange, so any ring
-// or NCCL all-reduce carries it. Per bucket:
-//   pack    one pass gathers the kept entries (already divided by the world size) straight into
-//           the send buffer, in the wire encoding;
-//   reduce  one all-reduce (sum) of that vector;
-//   unpack  none for fp32: the reduced vector *is* the averaged compact gradient, and each
-//           Parameter's compact_grad is a view into it, which the optimizer reads while it updates
-//           the kept positions. Other encodings decode into that vector in one pass.
-// The bucket-relative kept positions are rebuilt only when a mask changes. A bucket with nothing
-// pruned in its weights, or holding only 1-D parameters, goes dense; with no masks at all this is
-// exactly the `dense` compressor.
+// pactrain: the compressor of the PacTrain paper. Every rank holds the same pruning masks, so a
+// pruned weight's gradient is sparse on the same positions everywhere, and the Parameter already
+// stores it compact: only its kept entries, gathered as backward accumulated it. A bucket of them
+// is a short dense vector, all-reduced as is, with no index exchange, so any ring or NCCL
+// all-reduce carries it. Per bucket:
+//   fp32       the bucket is the send buffer: one all-reduce (average) in place, exactly as dense
+//              does, so pactrain makes no more passes over gradient memory than dense;
+//   bf16/fp16  one pass encodes into the wire buffer, one decodes the sums back into the bucket;
+//   ternary    TernGrad coding of the weights' kept values, layer-wise as in the TernGrad paper:
+//              per weight a scale s shared by all ranks, t = sign(v) with probability
+//              min(1, |v|/s), the sums of t packed several to a 64-bit word (ternary_wire.h);
+//              ef=1 adds error feedback. 1-D parameters (biases, norm scales and shifts) travel in
+//              fp32 beside them: a ternary step of +-s or 0 on every normalisation shift left the
+//              network trained in training mode but broken in evaluation mode. Passes: prepare,
+//              encode, decode.
+//   auto       measures, per bucket when its plan is built, one all-reduce of the compact fp32
+//              vector (t_v), one of a single value (t_1, the latency) and each encoding's
+//              encode+decode time (c_e), averages them over the ranks so all choose alike, and
+//              picks the smallest
+//                cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 when ternary waits for
+//              its scales).
+// A plan (the encoding, the ternary positions) is rebuilt only when a mask changes. A bucket with
+// nothing pruned in its weights goes dense; with no masks at all this is exactly `dense`.
 //
-// Encodings (--compress-opt enc=...): fp32, bf16, fp16, ternary (TernGrad coding of the kept
-// values, layer-wise as in the TernGrad paper: per parameter a scale s shared by all ranks,
-// t = sign(v) with probability min(1, |v|/s), the sums of t packed several to a 64-bit word (see
-// TernaryWire); ef=1 adds error feedback), and auto, which measures, per bucket when its plan is
-// built, one all-reduce of the compact fp32 vector (t_v), one of a single value (t_1, the latency)
-// and each encoding's pack+unpack time (c_e), averages them over the ranks so all choose alike,
-// and picks the smallest
-//   cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 when ternary waits for its scales).
-//
-// On the GPU (buckets in device memory, NCCL) the same steps run as kernels (core/cuda/pactrain.cu)
+// On the GPU (buckets in device memory, NCCL) the same steps run as kernels (pactrain_kernels.cu)
 // on the compute stream, and the wire format is the same; the ternary coin flips come from a
 // counter-based hash instead of the CPU's sequential generator. Codec times there are launch
 // times: the kernels themselves overlap with everything else queued.
 //
 // Ternary's scale (--compress-opt scale=fresh|previous):
-//   fresh     s = max |v| over the parameter's kept entries on any rank, this step: one
-//             all-reduce-max of one float per parameter, which backward waits for. |v| <= s
+//   fresh     s = max |v| over the weight's kept entries on any rank, this step: one
+//             all-reduce-max of one float per weight, which backward waits for. |v| <= s
 //             always, so the coding is unbiased.
 //   previous  s = that maximum from the previous step, all-reduced after the step's values and
 //             never waited for; a value above it is sent as sign(v) * s and the rest stays in the
@@ -36,7 +37,6 @@
 //             uses a fresh scale.
 #include "comm/compressors/pactrain.h"
 
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -44,96 +44,37 @@
 
 #include "comm/compressors/builtin.h"
 #include "comm/compressors/options.h"
+#include "comm/compressors/pactrain_kernels.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
+#include "core/ops.h"
 
 namespace pac::comm {
+
+namespace {
+bool is_weight(const BucketEntry& e) { return e.param->shape().size() >= 2; }
+}  // namespace
 
 PactrainLayout pactrain_layout(const Bucket& bucket) {
   PactrainLayout layout;
   for (const auto& e : bucket.entries) {
     const nn::Parameter& p = *e.param;
-    if (p.shape().size() >= 2 && p.kept_count() < p.numel()) layout.compact = true;
+    if (is_weight(e) && p.kept_count() < p.numel()) layout.compact = true;
   }
-  for (const auto& e : bucket.entries)
-    layout.values += layout.compact ? e.param->kept_count() : e.numel;
+  for (const auto& e : bucket.entries) {
+    const int64_t values = layout.compact ? e.param->kept_count() : e.param->numel();
+    layout.values += values;
+    if (is_weight(e)) {
+      layout.coded += values;
+      ++layout.coded_parameters;
+    } else {
+      layout.plain += values;
+    }
+  }
   return layout;
 }
 
-TernaryWire ternary_wire(int world) {
-  PAC_CHECK(world >= 1 && world <= 32767, "pactrain ternary: world size {} is outside 1..32767",
-            world);
-  TernaryWire packed;
-  packed.bits = std::bit_width(static_cast<unsigned>(2 * world));
-  packed.per_word = 63 / packed.bits;
-  packed.dtype = DType::i64;
-  TernaryWire one_each;
-  one_each.dtype = world <= 127 ? DType::i8 : DType::i16;
-  return packed.bytes(1 << 20) < one_each.bytes(1 << 20) ? packed : one_each;
-}
-
 namespace {
-
-// Writes ternary codes t in {-1, 0, 1} into a TernaryWire buffer, one after the other.
-class TernaryWriter {
- public:
-  TernaryWriter(Tensor& wire, const TernaryWire& layout)
-      : data_(wire.raw_data()), layout_(layout) {}
-
-  void put(int t) {
-    if (layout_.bits == 0) {
-      if (layout_.dtype == DType::i8)
-        static_cast<int8_t*>(data_)[at_++] = static_cast<int8_t>(t);
-      else
-        static_cast<int16_t*>(data_)[at_++] = static_cast<int16_t>(t);
-      return;
-    }
-    word_ |= static_cast<uint64_t>(t + 1) << (field_ * layout_.bits);
-    if (++field_ == layout_.per_word) flush();
-  }
-
-  // Stores a partly filled last word.
-  void flush() {
-    if (layout_.bits == 0 || field_ == 0) return;
-    static_cast<int64_t*>(data_)[at_++] = static_cast<int64_t>(word_);
-    word_ = 0;
-    field_ = 0;
-  }
-
- private:
-  void* data_;
-  TernaryWire layout_;
-  int64_t at_ = 0;
-  uint64_t word_ = 0;
-  int field_ = 0;
-};
-
-// Reads the reduced sums back, in the order they were written: each the sum of t over the ranks.
-class TernaryReader {
- public:
-  TernaryReader(const Tensor& wire, const TernaryWire& layout, int world)
-      : data_(wire.raw_data()), layout_(layout), world_(world) {}
-
-  int next() {
-    if (layout_.bits == 0) {
-      return layout_.dtype == DType::i8 ? static_cast<const int8_t*>(data_)[at_++]
-                                        : static_cast<const int16_t*>(data_)[at_++];
-    }
-    if (field_ == 0) word_ = static_cast<uint64_t>(static_cast<const int64_t*>(data_)[at_++]);
-    int sum = static_cast<int>(word_ & ((uint64_t(1) << layout_.bits) - 1)) - world_;
-    word_ >>= layout_.bits;
-    if (++field_ == layout_.per_word) field_ = 0;
-    return sum;
-  }
-
- private:
-  const void* data_;
-  TernaryWire layout_;
-  int world_;
-  int64_t at_ = 0;
-  uint64_t word_ = 0;
-  int field_ = 0;
-};
 
 enum class Encoding { fp32, bf16, fp16, ternary, automatic };
 
@@ -158,20 +99,23 @@ struct Plan {
   int bucket = 0;
   std::vector<uint64_t> mask_versions;  // of the bucket's parameters when the plan was built
   bool compact = false;
-  Tensor positions;                 // i32 [K]: bucket-relative positions of the kept entries
-  Tensor values;                    // f32 [K]: the packed vector, then the averaged gradient
-  std::vector<Tensor> entry_grads;  // per entry: its slice of `values`
+  int64_t count = 0;  // values in the bucket
   Encoding encoding = Encoding::fp32;
-  Tensor wire;      // in the wire encoding: bf16 or f16 [K], ternary's TernaryWire; unused for fp32
-  Tensor residual;  // f32 [K]: ternary error feedback, as the step starts
-  Tensor next_residual;  // f32 [K]: what this step leaves; end_step swaps them if it is applied
-  std::vector<int64_t> entry_begin;  // per entry and one past the end: its range in `values`
+  Tensor wire;  // bf16 or f16 [K], or ternary's TernaryWire of the coded values; unused for fp32
+  // Ternary only. The weights' values are coded, the 1-D parameters' values sent in fp32.
+  Tensor coded;          // i32 [C]: bucket positions of the coded values
+  Tensor plain;          // i32 [P]: bucket positions of the fp32 values
+  Tensor values;         // f32 [C]: gradient plus residual, the values to code
+  Tensor plain_values;   // f32 [P]: the fp32 values, already divided by the world size
+  Tensor residual;       // f32 [C]: error feedback, as the step starts
+  Tensor next_residual;  // f32 [C]: what this step leaves; end_step swaps them if it is applied
+  std::vector<int64_t> entry_begin;  // per coded weight and one past the end: its range in values
   Tensor begin;                      // entry_begin as i64, on the bucket's device (GPU kernels)
-  Tensor scale;              // f32 [entries]: ternary's per-parameter scales, shared by all ranks
-  Tensor next_scale;         // f32 [entries]: scale=previous, this step's maxima for the next
+  Tensor scale;                      // f32 [coded weights]: per-weight scales, shared by all ranks
+  Tensor next_scale;         // f32 [coded weights]: scale=previous, this step's maxima for the next
   bool scale_known = false;  // scale=previous: `scale` holds the previous step's maxima
   uint64_t steps = 0;
-  bool coded = false;  // ternary-coded this step: end_step has residuals and scales to commit
+  bool coded_this_step = false;  // end_step has residuals and scales to commit
 };
 
 class Pactrain : public Compressor {
@@ -188,7 +132,7 @@ class Pactrain : public Compressor {
     std::vector<std::string> parts;
     for (const auto& [index, plan] : plans_) {
       parts.push_back(plan.compact ? fmt::format("bucket {}: {} kept values as {}", index,
-                                                 plan.values.numel(), encoding_name(plan.encoding))
+                                                 plan.count, encoding_name(plan.encoding))
                                    : fmt::format("bucket {}: dense", index));
     }
     return fmt::format("{}", fmt::join(parts, "; "));
@@ -197,24 +141,29 @@ class Pactrain : public Compressor {
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Plan& plan = plans_[bucket.index];
     if (!plan_is_current(plan, bucket)) build_plan(plan, bucket, group);
-    if (!plan.compact) {
-      ++kernels_;  // the average's division, as in dense
+    if (!plan.compact || plan.encoding == Encoding::fp32) {
+      ++kernels_;  // the average's division, as in dense: the bucket is the send buffer
       return group.all_reduce(bucket.flat, ReduceOp::avg);
     }
     keep_for_undo(plan.steps);
     ++plan.steps;
-    plan.coded = plan.encoding == Encoding::ternary;
-    pack(plan, bucket, group, plan.encoding);
-    WorkPtr sums =
-        group.all_reduce(plan.encoding == Encoding::fp32 ? plan.values : plan.wire, ReduceOp::sum);
+    if (plan.encoding != Encoding::ternary) {
+      encode_half(plan, bucket, group.size());
+      return then(group.all_reduce(plan.wire, ReduceOp::sum),
+                  [this, &plan, &bucket] { decode_half(plan, bucket); });
+    }
+    plan.coded_this_step = true;
+    prepare_ternary(plan, bucket, group);
+    encode_ternary(plan, group);
+    WorkPtr sums = group.all_reduce(plan.wire, ReduceOp::sum);
+    WorkPtr plain =
+        plan.plain.numel() > 0 ? group.all_reduce(plan.plain_values, ReduceOp::sum) : nullptr;
     // Queued behind the values: the next step's scales travel while backward goes on.
-    WorkPtr next_scales = plan.encoding == Encoding::ternary && previous_scale_
-                              ? group.all_reduce(plan.next_scale, ReduceOp::max)
-                              : nullptr;
-    return then(sums, [this, &plan, &bucket, &group, next_scales] {
-      if (plan.encoding != Encoding::fp32) unpack(plan, group.size(), plan.encoding);
-      for (size_t e = 0; e < bucket.entries.size(); ++e)
-        bucket.entries[e].param->set_compact_grad(plan.entry_grads[e]);
+    WorkPtr next_scales =
+        previous_scale_ ? group.all_reduce(plan.next_scale, ReduceOp::max) : nullptr;
+    return then(sums, [this, &plan, &bucket, &group, plain, next_scales] {
+      if (plain) plain->wait();
+      decode_ternary(plan, bucket, group.size());
       if (next_scales) next_scales->wait();
     });
   }
@@ -223,8 +172,8 @@ class Pactrain : public Compressor {
   // step leaves the plans as they were (the counters through keep_for_undo).
   void end_step(bool applied) override {
     for (auto& [index, plan] : plans_) {
-      if (!plan.coded) continue;
-      plan.coded = false;
+      if (!plan.coded_this_step) continue;
+      plan.coded_this_step = false;
       if (!applied) continue;
       if (error_feedback_) std::swap(plan.residual, plan.next_residual);
       if (previous_scale_) {
@@ -235,6 +184,10 @@ class Pactrain : public Compressor {
     Compressor::end_step(applied);
   }
 
+  // A mask changed: the plan is rebuilt at the bucket's next reduce (its versions differ), and its
+  // residual, kept for the old kept set, goes with it.
+  void layout_changed(const Bucket& bucket) override { plans_.erase(bucket.index); }
+
   // Per compact bucket: its step count (the ternary coin flips' seed), its encoding and the
   // ternary error feedback. The rest of a plan follows from the masks.
   StateDict state() const override {
@@ -244,7 +197,8 @@ class Pactrain : public Compressor {
       out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(plan.steps));
       out[bucket_state_key(index, "encoding")] =
           counter_tensor(static_cast<int64_t>(plan.encoding));
-      if (plan.residual.defined()) out[bucket_state_key(index, "residual")] = plan.residual;
+      if (plan.residual.defined() && error_feedback_)
+        out[bucket_state_key(index, "residual")] = plan.residual;
       if (plan.scale_known) out[bucket_state_key(index, "scale")] = plan.scale;
     }
     return out;
@@ -252,6 +206,8 @@ class Pactrain : public Compressor {
 
   // Builds the saved buckets' plans now, from the checkpoint's masks: if the pruner changes a mask
   // before the first step, the plan is rebuilt afresh, as it was in the run that was saved.
+  // Checkpoints from before the 1-D parameters travelled in fp32 hold a residual over every value
+  // of the bucket and a scale per parameter: the weights' parts are taken from them.
   void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                   ProcessGroup& group) override {
     StateReader read("compressor pactrain", state);
@@ -269,10 +225,31 @@ class Pactrain : public Compressor {
                 "parameters have no pruned weights",
                 bucket.index);
       plan.steps = static_cast<uint64_t>(read.counter(bucket_state_key(bucket.index, "steps")));
-      if (plan.residual.defined())
-        read.copy_into(bucket_state_key(bucket.index, "residual"), plan.residual);
-      if (read.has(bucket_state_key(bucket.index, "scale"))) {
-        read.copy_into(bucket_state_key(bucket.index, "scale"), plan.scale);
+      const std::string residual_key = bucket_state_key(bucket.index, "residual");
+      if (read.has(residual_key)) {
+        PAC_CHECK(plan.residual.defined(),
+                  "compressor pactrain: the checkpoint has a ternary residual for bucket {}, but "
+                  "it was saved with encoding {}",
+                  bucket.index, encoding_name(plan.encoding));
+        if (read.has_shape(residual_key, plan.residual.shape())) {
+          read.copy_into(residual_key, plan.residual);
+        } else {
+          Tensor every = read.tensor(residual_key, bucket.flat.shape()).to(bucket.flat.device());
+          index_gather_(plan.residual, every, plan.coded);
+        }
+      }
+      const std::string scale_key = bucket_state_key(bucket.index, "scale");
+      if (read.has(scale_key)) {
+        if (read.has_shape(scale_key, plan.scale.shape())) {
+          read.copy_into(scale_key, plan.scale);
+        } else {
+          Tensor every =
+              read.tensor(scale_key, {static_cast<int64_t>(bucket.entries.size())}).cpu();
+          std::vector<float> weights;
+          for (size_t e = 0; e < bucket.entries.size(); ++e)
+            if (is_weight(bucket.entries[e])) weights.push_back(every.data<float>()[e]);
+          plan.scale.copy_(Tensor::from_vector(weights, plan.scale.shape()));
+        }
         plan.scale_known = true;
       }
     }
@@ -295,64 +272,61 @@ class Pactrain : public Compressor {
     plan = Plan();
     plan.bucket = bucket.index;
     for (const auto& e : bucket.entries) plan.mask_versions.push_back(e.param->mask_version());
-    PactrainLayout layout = pactrain_layout(bucket);
-    plan.compact = layout.compact;
+    plan.compact = pactrain_layout(bucket).compact;
+    plan.count = bucket.flat.numel();
     if (!plan.compact) return;
-    int64_t k = layout.values;
-    // Everything the steps touch lives with the bucket; the positions are worked out on the host.
-    const Device device = bucket.flat.device();
-    plan.positions = Tensor::empty({k}, DType::i32);
-    plan.values = Tensor::zeros({k}, DType::f32, device);
-    int32_t* pos = plan.positions.data<int32_t>();
-    int64_t at = 0;
-    for (const auto& e : bucket.entries) {
-      const nn::Parameter& p = *e.param;
-      plan.entry_begin.push_back(at);
-      plan.entry_grads.push_back(plan.values.view_flat(at, {p.kept_count()}));
-      if (p.has_mask()) {
-        Tensor kept_host = p.kept().cpu();
-        const int32_t* kept = kept_host.data<int32_t>();
-        for (int64_t j = 0, n = p.kept_count(); j < n; ++j) pos[at++] = e.offset + kept[j];
-      } else {
-        for (int64_t j = 0; j < e.numel; ++j) pos[at++] = e.offset + j;
-      }
-    }
-    plan.entry_begin.push_back(at);
-    const int64_t entries = static_cast<int64_t>(bucket.entries.size());
-    plan.positions = plan.positions.to(device);
-    plan.scale = Tensor::zeros({entries}, DType::f32, device);
-    plan.next_scale = Tensor::zeros({entries}, DType::f32, device);
-    plan.begin = Tensor::from_indices(plan.entry_begin, {entries + 1}).to(device);
     plan.encoding = restored                           ? *restored
                     : encoding_ == Encoding::automatic ? choose(plan, bucket, group)
                                                        : encoding_;
-    allocate_wire(plan, group.size());
+    allocate(plan, bucket, group.size());
   }
 
-  static void allocate_wire(Plan& plan, int world) {
-    int64_t k = plan.values.numel();
-    const Device device = plan.values.device();
+  // The wire buffer, and for ternary the positions, scales and residuals.
+  void allocate(Plan& plan, const Bucket& bucket, int world) {
+    const int64_t k = bucket.flat.numel();
+    const Device device = bucket.flat.device();
+    plan.wire = Tensor();
+    plan.coded = plan.plain = plan.values = plan.plain_values = Tensor();
+    plan.residual = plan.next_residual = Tensor();
+    plan.entry_begin.clear();
     switch (plan.encoding) {
       case Encoding::fp32:
       case Encoding::automatic:
-        plan.wire = Tensor();
-        break;
+        return;
       case Encoding::bf16:
         plan.wire = Tensor::zeros({k}, DType::bf16, device);
-        break;
+        return;
       case Encoding::fp16:
         plan.wire = Tensor::zeros({k}, DType::f16, device);
+        return;
+      case Encoding::ternary:
         break;
-      case Encoding::ternary: {
-        TernaryWire wire = ternary_wire(world);
-        plan.wire = Tensor::zeros({wire.elements(k)}, wire.dtype, device);
-        break;
-      }
     }
-    plan.residual =
-        plan.encoding == Encoding::ternary ? Tensor::zeros({k}, DType::f32, device) : Tensor();
-    plan.next_residual =
-        plan.encoding == Encoding::ternary ? Tensor::zeros({k}, DType::f32, device) : Tensor();
+    std::vector<int64_t> coded, plain;
+    for (const auto& e : bucket.entries) {
+      auto& into = is_weight(e) ? coded : plain;
+      if (is_weight(e)) plan.entry_begin.push_back(static_cast<int64_t>(coded.size()));
+      for (int64_t j = 0; j < e.numel; ++j) into.push_back(e.offset + j);
+    }
+    plan.entry_begin.push_back(static_cast<int64_t>(coded.size()));
+    auto positions = [&](const std::vector<int64_t>& p) {
+      Tensor t = Tensor::empty({static_cast<int64_t>(p.size())}, DType::i32);
+      for (size_t j = 0; j < p.size(); ++j) t.data<int32_t>()[j] = static_cast<int32_t>(p[j]);
+      return t.to(device);
+    };
+    plan.coded = positions(coded);
+    plan.plain = positions(plain);
+    const int64_t c = plan.coded.numel(), weights = plan.entry_begin.size() - 1;
+    plan.values = Tensor::zeros({c}, DType::f32, device);
+    plan.plain_values = Tensor::zeros({plan.plain.numel()}, DType::f32, device);
+    plan.begin = Tensor::from_indices(plan.entry_begin, {weights + 1}).to(device);
+    plan.scale = Tensor::zeros({weights}, DType::f32, device);
+    plan.next_scale = Tensor::zeros({weights}, DType::f32, device);
+    plan.wire = Tensor::zeros({ternary_wire(world).elements(c)}, ternary_wire(world).dtype, device);
+    if (error_feedback_) {
+      plan.residual = Tensor::zeros({c}, DType::f32, device);
+      plan.next_residual = Tensor::zeros({c}, DType::f32, device);
+    }
   }
 
   // The seed of one step's ternary coin flips: different per rank, step and bucket.
@@ -361,168 +335,140 @@ class Pactrain : public Compressor {
            (uint64_t(plan.bucket) << 52);
   }
 
-  // pack() on the GPU: the same steps as kernels on the compute stream.
-  void pack_gpu(Plan& plan, const Bucket& bucket, ProcessGroup& group, Encoding encoding) {
+  // bf16/fp16: the bucket divided by the world size, converted into the wire.
+  void encode_half(Plan& plan, const Bucket& bucket, int world) {
     const float* g = bucket.flat.data<float>();
-    const int32_t* pos = plan.positions.data<int32_t>();
-    const int64_t k = plan.positions.numel();
-    if (encoding != Encoding::ternary) {
-      Tensor& out = encoding == Encoding::fp32 ? plan.values : plan.wire;
-      timed([&] {
-        cuda::gather_scaled(g, pos, k, 1.0f / static_cast<float>(group.size()), out.raw_data(),
-                            out.dtype());
-      });
-      return;
-    }
-    const int64_t entries = plan.begin.numel() - 1;
-    const float* residual = error_feedback_ ? plan.residual.data<float>() : nullptr;
-    float* next_residual = error_feedback_ ? plan.next_residual.data<float>() : nullptr;
-    Tensor& maxima = previous_scale_ ? plan.next_scale : plan.scale;
+    const int64_t k = bucket.flat.numel();
+    const float inv_world = 1.0f / static_cast<float>(world);
     timed([&] {
-      cuda::ternary_prepare(g, pos, residual, plan.values.data<float>(), plan.begin.data<int64_t>(),
-                            entries, maxima.data<float>());
+      if (bucket.flat.is_cuda())
+        return gpu::gather_scaled(g, nullptr, k, inv_world, plan.wire.raw_data(),
+                                  plan.wire.dtype());
+      if (plan.encoding == Encoding::bf16) {
+        BFloat16* w = plan.wire.data<BFloat16>();
+        for (int64_t j = 0; j < k; ++j) w[j] = float_to_bf16(g[j] * inv_world);
+      } else {
+        Half* w = plan.wire.data<Half>();
+        for (int64_t j = 0; j < k; ++j) w[j] = float_to_half(g[j] * inv_world);
+      }
+    });
+  }
+
+  // The reduced sums back into the bucket: the averaged gradient.
+  void decode_half(Plan& plan, Bucket& bucket) {
+    timed([&] {
+      Tensor& w = plan.wire;
+      float* v = bucket.flat.data<float>();
+      const int64_t k = bucket.flat.numel();
+      if (bucket.flat.is_cuda()) return cuda::convert(w.raw_data(), w.dtype(), v, DType::f32, k);
+      if (plan.encoding == Encoding::bf16) {
+        for (int64_t j = 0; j < k; ++j) v[j] = bf16_to_float(w.data<BFloat16>()[j]);
+      } else {
+        for (int64_t j = 0; j < k; ++j) v[j] = half_to_float(w.data<Half>()[j]);
+      }
+    });
+  }
+
+  // Ternary, first pass: the values to code (gradient plus residual) and each weight's maximum of
+  // their magnitudes; the 1-D parameters' values, divided by the world size, into their fp32
+  // vector. A fresh scale must be known on every rank before coding, so its all-reduce-max is
+  // waited for here; scale=previous does without the wait. Queuing the coding on the
+  // communication thread instead, so that backward never waits, was measured slower on CPU ranks
+  // that share their cores with MPI's spinning progress loop (ResNet-18, 2 ranks on 2 cores,
+  // 1 Gbit/s: 77 samples/s against 99 with the wait).
+  void prepare_ternary(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
+    const float* g = bucket.flat.data<float>();
+    const float inv_world = 1.0f / static_cast<float>(group.size());
+    const float* r = error_feedback_ ? plan.residual.data<float>() : nullptr;
+    // This step's maxima: the scales to code with (fresh), or the next step's (previous).
+    Tensor& maxima = previous_scale_ ? plan.next_scale : plan.scale;
+    const int32_t* coded = plan.coded.data<int32_t>();
+    const int32_t* plain = plan.plain.data<int32_t>();
+    timed([&] {
+      if (bucket.flat.is_cuda()) {
+        gpu::ternary_prepare(g, coded, r, plan.values.data<float>(), plan.begin.data<int64_t>(),
+                             plan.scale.numel(), maxima.data<float>());
+        gpu::gather_scaled(g, plain, plan.plain.numel(), inv_world, plan.plain_values.raw_data(),
+                           DType::f32);
+        return;
+      }
+      float* e = plan.values.data<float>();
+      float* m = maxima.data<float>();
+      for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
+        float most = 0.0f;
+        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
+          e[j] = r ? g[coded[j]] + r[j] : g[coded[j]];
+          most = std::max(most, std::abs(e[j]));
+        }
+        m[p] = most;
+      }
+      float* pv = plan.plain_values.data<float>();
+      for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) pv[j] = g[plain[j]] * inv_world;
     });
     if (!previous_scale_ || !plan.scale_known) {
       if (previous_scale_) plan.scale.copy_(plan.next_scale);
       // On the GPU this orders the coding after the maxima's all-reduce; the host goes on.
       group.all_reduce(plan.scale, ReduceOp::max)->wait();
     }
-    TernaryWire w = ternary_wire(group.size());
-    timed([&] {
-      cuda::ternary_encode(plan.values.data<float>(), plan.scale.data<float>(),
-                           plan.begin.data<int64_t>(), entries, k, coding_seed(plan, group.rank()),
-                           next_residual, plan.wire.raw_data(), {w.bits, w.per_word, w.dtype});
-    });
   }
 
-  void unpack_gpu(Plan& plan, int world, Encoding encoding) {
-    const int64_t k = plan.values.numel();
+  // Ternary, second pass: the codes into the wire, and what they leave unsent into the residual.
+  void encode_ternary(Plan& plan, ProcessGroup& group) {
+    const TernaryWire layout = ternary_wire(group.size());
+    const uint64_t seed = coding_seed(plan, group.rank());
+    float* res = error_feedback_ ? plan.next_residual.data<float>() : nullptr;
     timed([&] {
-      if (encoding == Encoding::ternary) {
-        TernaryWire w = ternary_wire(world);
-        cuda::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype}, world,
-                             plan.scale.data<float>(), plan.begin.data<int64_t>(),
-                             plan.begin.numel() - 1, k, plan.values.data<float>());
-      } else {
-        cuda::convert(plan.wire.raw_data(), plan.wire.dtype(), plan.values.data<float>(),
-                      DType::f32, k);
+      if (plan.values.is_cuda()) {
+        gpu::ternary_encode(plan.values.data<float>(), plan.scale.data<float>(),
+                            plan.begin.data<int64_t>(), plan.scale.numel(), plan.values.numel(),
+                            seed, res, plan.wire.raw_data(),
+                            {layout.bits, layout.per_word, layout.dtype});
+        return;
       }
-    });
-  }
-
-  // The fused gather: kept gradient entries / world, straight into the send buffer.
-  void pack(Plan& plan, const Bucket& bucket, ProcessGroup& group, Encoding encoding) {
-    if (bucket.flat.is_cuda()) return pack_gpu(plan, bucket, group, encoding);
-    const float* g = bucket.flat.data<float>();
-    const int32_t* pos = plan.positions.data<int32_t>();
-    const int64_t k = plan.positions.numel();
-    const float inv_world = 1.0f / static_cast<float>(group.size());
-    if (encoding == Encoding::ternary) {
-      pack_ternary(plan, g, group);
-      return;
-    }
-    timed([&] {
-      switch (encoding) {
-        case Encoding::fp32: {
-          float* v = plan.values.data<float>();
-          for (int64_t j = 0; j < k; ++j) v[j] = g[pos[j]] * inv_world;
-          break;
-        }
-        case Encoding::bf16: {
-          BFloat16* w = plan.wire.data<BFloat16>();
-          for (int64_t j = 0; j < k; ++j) w[j] = float_to_bf16(g[pos[j]] * inv_world);
-          break;
-        }
-        case Encoding::fp16: {
-          Half* w = plan.wire.data<Half>();
-          for (int64_t j = 0; j < k; ++j) w[j] = float_to_half(g[pos[j]] * inv_world);
-          break;
-        }
-        default:
-          break;
-      }
-    });
-  }
-
-  // TernGrad on the kept entries, one scale per parameter: a single scale for a whole bucket would
-  // be set by its largest gradient and code the small-gradient layers almost all to zero, with a
-  // large variance. A fresh scale must be known on every rank before coding, so its all-reduce-max
-  // is waited for here; scale=previous does without the wait. Queuing the coding on the
-  // communication thread instead, so that backward never waits, was measured slower on CPU ranks
-  // that share their cores with MPI's spinning progress loop (ResNet-18, 2 ranks on 2 cores,
-  // 1 Gbit/s: 77 samples/s against 99 with the wait).
-  void pack_ternary(Plan& plan, const float* g, ProcessGroup& group) {
-    const int32_t* pos = plan.positions.data<int32_t>();
-    const size_t entries = plan.entry_begin.size() - 1;
-    float* e = plan.values.data<float>();  // the value to code: gradient plus residual
-    const float* r = plan.residual.data<float>();
-    // This step's maxima: the scales to code with (fresh), or the next step's (previous).
-    float* maxima = previous_scale_ ? plan.next_scale.data<float>() : plan.scale.data<float>();
-    timed([&] {
-      for (size_t p = 0; p < entries; ++p) {
-        float m = 0.0f;
-        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
-          e[j] = error_feedback_ ? g[pos[j]] + r[j] : g[pos[j]];
-          m = std::max(m, std::abs(e[j]));
-        }
-        maxima[p] = m;
-      }
-    });
-    if (!previous_scale_ || !plan.scale_known) {
-      if (previous_scale_) plan.scale.copy_(plan.next_scale);
-      group.all_reduce(plan.scale, ReduceOp::max)->wait();
-    }
-    timed([&] {
-      Generator gen(coding_seed(plan, group.rank()));
-      float* res = plan.next_residual.data<float>();
+      Generator gen(seed);
+      const float* e = plan.values.data<float>();
       const float* scale = plan.scale.data<float>();
-      TernaryWriter out(plan.wire, ternary_wire(group.size()));
-      for (size_t p = 0; p < entries; ++p) {
+      TernaryWriter out(plan.wire, layout);
+      for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
         const float s = scale[p];
         for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
           // A value above the scale (scale=previous) has probability above 1: always sign(v).
           int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
           out.put(t);
-          if (error_feedback_) res[j] = e[j] - s * static_cast<float>(t);
+          if (res) res[j] = e[j] - s * static_cast<float>(t);
         }
       }
       out.flush();
     });
   }
 
-  // Decodes the reduced wire vector into the averaged compact gradient.
-  void unpack(Plan& plan, int world, Encoding encoding) {
-    if (plan.values.is_cuda()) return unpack_gpu(plan, world, encoding);
+  // Ternary, last pass: the reduced sums and the averaged fp32 values back into the bucket.
+  void decode_ternary(Plan& plan, Bucket& bucket, int world) {
+    float* v = bucket.flat.data<float>();
+    const int32_t* coded = plan.coded.data<int32_t>();
+    const int32_t* plain = plan.plain.data<int32_t>();
     timed([&] {
-      float* v = plan.values.data<float>();
-      const int64_t k = plan.values.numel();
-      switch (encoding) {
-        case Encoding::bf16: {
-          const BFloat16* w = plan.wire.data<BFloat16>();
-          for (int64_t j = 0; j < k; ++j) v[j] = bf16_to_float(w[j]);
-          break;
-        }
-        case Encoding::fp16: {
-          const Half* w = plan.wire.data<Half>();
-          for (int64_t j = 0; j < k; ++j) v[j] = half_to_float(w[j]);
-          break;
-        }
-        case Encoding::ternary: {
-          TernaryReader sums(plan.wire, ternary_wire(world), world);
-          for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
-            const float unit = plan.scale.data<float>()[p] / static_cast<float>(world);
-            for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j)
-              v[j] = unit * static_cast<float>(sums.next());
-          }
-          break;
-        }
-        default:
-          break;
+      if (bucket.flat.is_cuda()) {
+        TernaryWire w = ternary_wire(world);
+        gpu::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype}, world,
+                            plan.scale.data<float>(), plan.begin.data<int64_t>(),
+                            plan.scale.numel(), plan.values.numel(), v, coded);
+        cuda::index_scatter(v, plain, plan.plain_values.data<float>(), plan.plain.numel());
+        return;
       }
+      TernaryReader sums(plan.wire, ternary_wire(world), world);
+      for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
+        const float unit = plan.scale.data<float>()[p] / static_cast<float>(world);
+        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j)
+          v[coded[j]] = unit * static_cast<float>(sums.next());
+      }
+      const float* pv = plan.plain_values.data<float>();
+      for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) v[plain[j]] = pv[j];
     });
   }
 
-  // enc=auto: the rule in the header, from measurements averaged over the ranks.
+  // enc=auto: the rule in the header, from measurements averaged over the ranks. The codecs run
+  // on a copy of the bucket: the gradient in it is this step's.
   Encoding choose(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
     using Clock = std::chrono::steady_clock;
     auto seconds = [](Clock::time_point t) {
@@ -544,7 +490,8 @@ class Pactrain : public Compressor {
       }
       return best;
     };
-    Tensor probe = Tensor::zeros({plan.values.numel()}, DType::f32, device);
+    const int64_t k = bucket.flat.numel();
+    Tensor probe = Tensor::zeros({k}, DType::f32, device);
     Tensor one = Tensor::zeros({1}, DType::f32, device);
     group.all_reduce(probe, ReduceOp::sum)->wait();  // warm-up
     double t_vector = best_of_two([&] { group.all_reduce(probe, ReduceOp::sum)->wait(); });
@@ -553,21 +500,35 @@ class Pactrain : public Compressor {
     const Encoding candidates[] = {Encoding::fp32, Encoding::bf16, Encoding::ternary};
     bool saved_ef = error_feedback_;
     error_feedback_ = false;  // calibration must not leave a residual behind
+    Bucket scratch = bucket;
+    scratch.flat = bucket.flat.clone();
     for (Encoding e : candidates) {
       plan.encoding = e;
-      allocate_wire(plan, group.size());
+      allocate(plan, scratch, group.size());
       double codec_before = codec_seconds_;
       uint64_t kernels_before = kernels_;
       finish();
       auto t = Clock::now();
-      pack(plan, bucket, group, e);
-      unpack(plan, group.size(), e);
+      switch (e) {
+        case Encoding::fp32:
+          scale_(scratch.flat, 1.0f / static_cast<float>(group.size()));  // the average
+          break;
+        case Encoding::ternary:
+          prepare_ternary(plan, scratch, group);
+          encode_ternary(plan, group);
+          decode_ternary(plan, scratch, group.size());
+          break;
+        default:
+          encode_half(plan, scratch, group.size());
+          decode_half(plan, scratch);
+      }
       finish();
-      // The ternary pack waits for its scale all-reduce; only the coding counts as codec time.
+      // The ternary prepare waits for its scale all-reduce; only the coding counts as codec time.
       double codec = e == Encoding::ternary ? codec_seconds_ - codec_before : seconds(t);
       codec_seconds_ = codec_before;
       kernels_ = kernels_before;
       measured.push_back(codec);
+      scratch.flat.copy_(bucket.flat);
     }
     error_feedback_ = saved_ef;
     Tensor shared = Tensor::from_vector(std::vector<float>(measured.begin(), measured.end()),
@@ -575,8 +536,9 @@ class Pactrain : public Compressor {
     group.all_reduce(shared, ReduceOp::avg)->wait();
     auto m = shared.to_vector();
     double bandwidth_part = std::max(0.0, double(m[0]) - m[1]);
-    const int64_t k = plan.values.numel();
-    double ternary_bytes = double(ternary_wire(group.size()).bytes(k)) / double(k);
+    PactrainLayout layout = pactrain_layout(bucket);
+    double ternary_bytes =
+        double(ternary_wire(group.size()).bytes(layout.coded) + 4 * layout.plain) / double(k);
     double scale_wait = previous_scale_ ? 0.0 : m[1];
     double cost[] = {m[1] + bandwidth_part + m[2], m[1] + bandwidth_part * 0.5 + m[3],
                      m[1] + scale_wait + bandwidth_part * ternary_bytes / 4.0 + m[4]};

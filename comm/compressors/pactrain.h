@@ -3,34 +3,19 @@
 #pragma once
 
 #include "comm/compressor.h"
+#include "comm/compressors/ternary_wire.h"
 
 namespace pac::comm {
 
 struct PactrainLayout {
   bool compact = false;  // false: the bucket goes dense (nothing pruned in a weight of >= 2 dims)
-  int64_t values = 0;    // entries all-reduced: the kept ones when compact, all of them when dense
+  int64_t values = 0;    // entries all-reduced: the kept ones of pruned weights, all of the rest
+  // Ternary codes only the weights (>= 2 dims): `coded` values of `coded_parameters` weights, one
+  // scale each. The 1-D parameters (biases, norm scales and shifts: `plain` values) travel in
+  // fp32, because a ternary step of +-s or 0 on a normalisation's shift spoils evaluation.
+  int64_t coded = 0, plain = 0, coded_parameters = 0;
 };
 
 PactrainLayout pactrain_layout(const Bucket& bucket);
-
-// How ternary codes travel. Each rank sends t + 1 (t in {-1, 0, 1}), so the sum over P ranks is an
-// integer in [0, 2P]: `bits` = the width of 2P. Packed, fields of that width sit side by side in
-// 64-bit words, and adding two words adds every field at once without a carry crossing into the
-// next, so an ordinary int64 sum all-reduce (ring, tree or NCCL) reduces them. 63 bits per word at
-// most, so the sums never reach the sign bit. With 2 ranks that is 21 values a word (3.05 bits
-// each, against 8 for one int8 per value). One integer per value (int8 up to 127 ranks, int16
-// beyond) is used where it is no larger: from 64 to 127 ranks, and from 8192 on.
-struct TernaryWire {
-  int bits = 0;      // field width; 0: one integer per value
-  int per_word = 1;  // values per wire element
-  DType dtype = DType::i8;
-
-  int64_t elements(int64_t values) const { return (values + per_word - 1) / per_word; }
-  int64_t bytes(int64_t values) const {
-    return elements(values) * static_cast<int64_t>(dtype_size(dtype));
-  }
-};
-
-TernaryWire ternary_wire(int world);
 
 }  // namespace pac::comm

@@ -150,9 +150,16 @@ class PowerSgd : public Compressor {
     read.finish();
   }
 
+  // The factors and errors hold offsets into the old layout; the step counter stays.
+  void layout_changed(const Bucket& bucket) override {
+    for (auto it = matrices_.begin(); it != matrices_.end();)
+      it = it->first.first == bucket.index ? matrices_.erase(it) : std::next(it);
+  }
+
  private:
   // The parameter viewed as a [rows, cols] matrix and the rank r of its factors; r = 0 when it
-  // is all-reduced densely instead (1-D, or the factors would not be smaller than the matrix).
+  // is all-reduced densely instead (1-D, or the factors would not be smaller than the matrix, or
+  // a pruned weight, whose gradient is a compact vector of its kept entries, not a matrix).
   struct Factoring {
     int64_t rows, cols, r;
   };
@@ -161,7 +168,7 @@ class PowerSgd : public Compressor {
     int64_t rows = shape.empty() ? 1 : shape[0];
     int64_t cols = rows ? entry.numel / rows : 0;
     int64_t r = std::min({rank_, rows, cols});
-    if (shape.size() < 2 || (rows + cols) * r >= rows * cols) r = 0;
+    if (shape.size() < 2 || entry.compact || (rows + cols) * r >= rows * cols) r = 0;
     return {rows, cols, r};
   }
 

@@ -83,6 +83,9 @@ class RandomK : public Compressor {
     read.finish();
   }
 
+  // The residual was laid out for the old sizes; the step counter stays.
+  void layout_changed(const Bucket& bucket) override { residuals_.erase(bucket.index); }
+
  private:
   Tensor& residual_for(const Bucket& bucket) {
     Tensor& r = residuals_[bucket.index];

@@ -75,6 +75,9 @@ class SignSgd : public Compressor {
     read.finish();
   }
 
+  // The residual was laid out for the old sizes.
+  void layout_changed(const Bucket& bucket) override { residuals_.erase(bucket.index); }
+
  private:
   bool error_feedback_;
   std::map<int, Tensor> residuals_;  // per bucket index: e, what the signs have not sent yet

@@ -122,6 +122,9 @@ class TopK : public Compressor {
     read.finish();
   }
 
+  // Residual, velocity and positions were laid out for the old sizes.
+  void layout_changed(const Bucket& bucket) override { states_.erase(bucket.index); }
+
  private:
   struct State {
     Tensor residual, velocity;

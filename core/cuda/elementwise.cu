@@ -212,6 +212,18 @@ void scatter_add(float* out, const int64_t* positions, const float* values, int6
   for_each(n, [=] __device__(int64_t i) { atomicAdd(out + positions[i], values[i]); });
 }
 
+void index_gather(float* out, const float* src, const int32_t* positions, int64_t n,
+                  bool accumulate) {
+  if (accumulate)
+    for_each(n, [=] __device__(int64_t j) { out[j] += src[positions[j]]; });
+  else
+    for_each(n, [=] __device__(int64_t j) { out[j] = src[positions[j]]; });
+}
+
+void index_scatter(float* out, const int32_t* positions, const float* values, int64_t n) {
+  for_each(n, [=] __device__(int64_t j) { out[positions[j]] = values[j]; });
+}
+
 void position_to_index(const int64_t* positions, int64_t* out, int64_t n, int64_t size,
                        int64_t inner) {
   for_each(n, [=] __device__(int64_t i) { out[i] = (positions[i] / inner) % size; });

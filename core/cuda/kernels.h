@@ -81,6 +81,12 @@ PAC_CUDA_FN(void max_along(const float* x, float* out, int64_t* positions, int64
                            int64_t size, int64_t inner))
 // out[positions[i]] += values[i] (atomic: overlapping pooling windows share inputs).
 PAC_CUDA_FN(void scatter_add(float* out, const int64_t* positions, const float* values, int64_t n))
+// out[j] (+)= src[positions[j]] for j < n (accumulate: +=), and out[positions[j]] = values[j]:
+// gathers and scatters by flat i32 position (a pruned weight's kept entries).
+PAC_CUDA_FN(void index_gather(float* out, const float* src, const int32_t* positions, int64_t n,
+                              bool accumulate))
+PAC_CUDA_FN(void index_scatter(float* out, const int32_t* positions, const float* values,
+                               int64_t n))
 // positions -> index along the reduced dimension (argmax).
 PAC_CUDA_FN(void position_to_index(const int64_t* positions, int64_t* out, int64_t n, int64_t size,
                                    int64_t inner))
@@ -162,25 +168,7 @@ PAC_CUDA_FN(void adaptive_avg_pool_forward(const float* x, float* y, int64_t pla
 PAC_CUDA_FN(void adaptive_avg_pool_backward(const float* grad_y, float* grad_x, int64_t planes,
                                             int64_t h, int64_t w, int64_t out_h, int64_t out_w))
 
-// --- optim.cu: fused optimizer updates over one parameter ---
-// A gradient as the optimizers see it: `count` values, value j at positions[j] (or at j when
-// positions is null); positions whose mask byte is 0 are pruned and zeroed. All device pointers.
-struct CompactGrad {
-  const float* values = nullptr;
-  const int32_t* positions = nullptr;
-  int64_t count = 0;
-  const uint8_t* mask = nullptr;
-};
-// momentum_buf null: plain SGD. Otherwise buf = d on the first step, else momentum * buf +
-// (1 - dampening) d, with d = g + weight_decay * p; p -= lr * (Nesterov ? d + momentum buf : buf).
-PAC_CUDA_FN(void sgd_step(float* param, float* momentum_buf, const CompactGrad& grad, float lr,
-                          float momentum, float dampening, float weight_decay, bool nesterov,
-                          bool first_step))
-// p = p * decay - step_size * m / (sqrt(v) / sqrt_bias2 + eps) after the moment updates.
-PAC_CUDA_FN(void adamw_step(float* param, float* exp_avg, float* exp_avg_sq,
-                            const CompactGrad& grad, float step_size, float sqrt_bias2, float beta1,
-                            float beta2, float eps, float decay))
-
+// --- masked.cu ---
 // values[i] = 0 where mask[i] == 0 (a parameter's pruning mask, u8).
 PAC_CUDA_FN(void apply_mask(float* values, const uint8_t* mask, int64_t n))
 // Adds to *result (a device float) the sum of squares, or the count of non-finite values, over
@@ -189,30 +177,6 @@ PAC_CUDA_FN(void apply_mask(float* values, const uint8_t* mask, int64_t n))
 enum class MaskedReduce { sum_squares, nonfinite_count };
 PAC_CUDA_FN(void masked_reduce(MaskedReduce kind, const float* values, const uint8_t* mask,
                                int64_t n, float* result))
-
-// --- pactrain.cu: the PacTrain compressor's pack, ternary coding and unpack ---
-// out[j] = g[positions[j]] * scale in `out_dtype` (f32, bf16 or f16): the fused gather.
-PAC_CUDA_FN(void gather_scaled(const float* g, const int32_t* positions, int64_t k, float scale,
-                               void* out, DType out_dtype))
-// How ternary sums travel (comm::TernaryWire): `bits` wide fields, `per_word` to an int64 word,
-// or (bits 0) one i8/i16 per value.
-struct TernaryLayout {
-  int bits = 0, per_word = 1;
-  DType dtype = DType::i8;
-};
-// e[j] = g[positions[j]] (+ residual[j] when residual is not null), and per parameter p (values
-// begin[p] .. begin[p + 1]) maxima[p] = max |e| over its values.
-PAC_CUDA_FN(void ternary_prepare(const float* g, const int32_t* positions, const float* residual,
-                                 float* e, const int64_t* begin, int64_t parameters, float* maxima))
-// Codes t = sign(e) with probability min(1, |e| / scale[p]) (a counter-based hash of (seed, j)),
-// writes t + 1 into the wire, and residual[j] = e[j] - scale[p] t when residual is not null.
-PAC_CUDA_FN(void ternary_encode(const float* e, const float* scale, const int64_t* begin,
-                                int64_t parameters, int64_t k, uint64_t seed, float* residual,
-                                void* wire, TernaryLayout layout))
-// values[j] = scale[p] / world * (sum over ranks of t at j), from the reduced wire.
-PAC_CUDA_FN(void ternary_decode(const void* wire, TernaryLayout layout, int world,
-                                const float* scale, const int64_t* begin, int64_t parameters,
-                                int64_t k, float* values))
 
 #ifndef PAC_WITH_CUDA
 #pragma GCC diagnostic pop

@@ -326,4 +326,48 @@ void scale_(Tensor& a, float value) {
   for (int64_t i = 0, count = a.numel(); i < count; ++i) pa[i] *= value;
 }
 
+// The three index ops share their checks: `compact` is [n] and `index` lists n flat positions of
+// `full`, all on one device.
+static void check_index_op(const Tensor& compact, const Tensor& full, const Tensor& index,
+                           const char* op) {
+  check_float(compact, op, "the compact tensor");
+  check_float(full, op, "the full tensor");
+  PAC_CHECK(index.defined() && index.dtype() == DType::i32 && index.shape().size() == 1,
+            "{}: index must be i32 [n], got {}", op, index.defined() ? index.str() : "undefined");
+  PAC_CHECK(compact.numel() == index.numel(), "{}: {} values for {} positions", op, compact.numel(),
+            index.numel());
+  detail::check_same_device(compact, full, op, "the full tensor");
+  detail::check_same_device(compact, index, op, "index");
+}
+
+void index_gather_add_(Tensor& dst, const Tensor& src, const Tensor& index) {
+  check_index_op(dst, src, index, "index_gather_add_");
+  float* d = dst.data<float>();
+  const float* s = src.data<float>();
+  const int32_t* at = index.data<int32_t>();
+  const int64_t n = dst.numel();
+  if (dst.is_cuda()) return cuda::index_gather(d, s, at, n, true);
+  for (int64_t j = 0; j < n; ++j) d[j] += s[at[j]];
+}
+
+void index_gather_(Tensor& dst, const Tensor& src, const Tensor& index) {
+  check_index_op(dst, src, index, "index_gather_");
+  float* d = dst.data<float>();
+  const float* s = src.data<float>();
+  const int32_t* at = index.data<int32_t>();
+  const int64_t n = dst.numel();
+  if (dst.is_cuda()) return cuda::index_gather(d, s, at, n, false);
+  for (int64_t j = 0; j < n; ++j) d[j] = s[at[j]];
+}
+
+void index_scatter_(Tensor& dst, const Tensor& src, const Tensor& index) {
+  check_index_op(src, dst, index, "index_scatter_");
+  float* d = dst.data<float>();
+  const float* s = src.data<float>();
+  const int32_t* at = index.data<int32_t>();
+  const int64_t n = src.numel();
+  if (dst.is_cuda()) return cuda::index_scatter(d, at, s, n);
+  for (int64_t j = 0; j < n; ++j) d[at[j]] = s[j];
+}
+
 }  // namespace pac

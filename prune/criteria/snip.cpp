@@ -14,7 +14,7 @@ class Snip : public Criterion {
     PAC_CHECK(context.compute_gradients, "--prune snip needs a batch of data for its gradient");
     context.compute_gradients();
     std::vector<Tensor> scores;
-    for (const auto& [name, p] : params) scores.push_back(abs_product(p->grad(), p->data()));
+    for (const auto& [name, p] : params) scores.push_back(abs_product(p->dense_grad(), p->data()));
     return scores;
   }
 };

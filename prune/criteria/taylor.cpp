@@ -17,7 +17,7 @@ class Taylor : public Criterion {
       for (const auto& [name, p] : params) sums_.push_back(Tensor::zeros(p->shape()));
     }
     for (size_t i = 0; i < params.size(); ++i) {
-      Tensor g = params[i].second->grad();
+      Tensor g = params[i].second->dense_grad();  // zeros at pruned positions
       if (!g.defined()) continue;
       g = g.cpu();  // the sums live on the host (a copy per step when training on a GPU)
       Tensor w = params[i].second->data().cpu();

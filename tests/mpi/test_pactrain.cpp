@@ -21,20 +21,36 @@ using pac::testing::world;
 
 namespace {
 
-// A bucket of three parameters: two weights that get masks and a bias that stays dense.
+// A bucket of three parameters: two weights that get masks and a bias that stays dense, laid out
+// as the Reducer lays out its buckets: each gradient as stored, compact while pruned.
 struct MaskedBucket {
   comm::Bucket bucket;
   std::vector<nn::ParameterPtr> params;
+  std::vector<int64_t> dense_offset;  // per parameter, in a dense gradient of all three
+  int64_t dense_total = 0;
 
   MaskedBucket() {
-    int64_t offset = 0;
     for (Shape s : {Shape{8, 6}, Shape{8}, Shape{16, 8, 3, 3}}) {
       auto p = std::make_shared<nn::Parameter>(Generator(5).randn(s));
-      bucket.entries.push_back({"p" + std::to_string(params.size()), p, offset, p->numel()});
+      dense_offset.push_back(dense_total);
+      dense_total += p->numel();
       params.push_back(p);
-      offset += p->numel();
+    }
+    layout();
+  }
+
+  void layout() {
+    bucket.entries.clear();
+    int64_t offset = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& p = params[i];
+      bucket.entries.push_back(
+          {"p" + std::to_string(i), p, offset, p->grad_numel(), p->grad_is_compact()});
+      offset += p->grad_numel();
     }
     bucket.flat = Tensor::zeros({offset});
+    for (const auto& e : bucket.entries)
+      e.param->set_grad(bucket.flat.view_flat(e.offset, {e.numel}));
   }
 
   // The same random masks on every rank (same seed), about `density` kept.
@@ -45,6 +61,7 @@ struct MaskedBucket {
       for (int64_t j = 0; j < m.numel(); ++j) m.data<uint8_t>()[j] = g.uniform() < density;
       params[i]->set_mask(m);
     }
+    layout();
   }
 
   int64_t kept() const {
@@ -53,29 +70,43 @@ struct MaskedBucket {
     return k;
   }
 
-  // This rank's gradient for `step` into the bucket; returns dense's average of all ranks'.
+  // The dense position (in a dense gradient of all three) of value j of parameter e.
+  int64_t dense_position(size_t e, int64_t j) const {
+    const nn::Parameter& p = *params[e];
+    return dense_offset[e] + (p.has_mask() ? p.kept().data<int32_t>()[j] : j);
+  }
+
+  // Puts a dense gradient of all three into the bucket, as backward would: the kept entries of
+  // the pruned ones.
+  void load(const Tensor& dense) {
+    for (size_t e = 0; e < params.size(); ++e) {
+      for (int64_t j = 0; j < params[e]->grad_numel(); ++j)
+        bucket.flat.data<float>()[bucket.entries[e].offset + j] =
+            dense.data<float>()[dense_position(e, j)];
+    }
+  }
+
+  // This rank's dense gradient for `step` into the bucket; returns dense's average of all ranks'.
   Tensor fill_gradient(uint64_t step) {
-    Tensor mine = Generator(1000 * step + world().rank()).randn({bucket.flat.numel()});
-    bucket.flat.copy_(mine);
+    Tensor mine = Generator(1000 * step + world().rank()).randn({dense_total});
+    load(mine);
     Tensor average = mine.clone();
     auto dense = comm::make_compressor("dense", {});
-    comm::Bucket copy{bucket.index, average, bucket.entries};
+    comm::Bucket copy{bucket.index, average, {}};
     reduce_step(*dense, copy);
     return average;
   }
 };
 
-// Calls check(compact value, dense value) for every kept entry of every parameter.
+// Calls check(value, dense average, parameter index) for every kept entry of every parameter.
 template <class F>
 void for_each_kept(const MaskedBucket& b, const Tensor& reference, F check) {
   for (size_t e = 0; e < b.params.size(); ++e) {
     const nn::Parameter& p = *b.params[e];
-    REQUIRE(p.compact_grad().defined());
-    const float* compact = p.compact_grad().data<float>();
-    for (int64_t j = 0; j < p.kept_count(); ++j) {
-      int64_t position = p.has_mask() ? p.kept().data<int32_t>()[j] : j;
-      check(compact[j], reference.data<float>()[b.bucket.entries[e].offset + position]);
-    }
+    REQUIRE(p.grad().numel() == p.kept_count());
+    const float* g = p.grad().data<float>();
+    for (int64_t j = 0; j < p.kept_count(); ++j)
+      check(g[j], reference.data<float>()[b.dense_position(e, j)], e);
   }
 }
 
@@ -88,10 +119,9 @@ TEST_CASE("pactrain fp32 gives dense's average on the kept entries, across mask 
   for (uint64_t step = 0; step < 6; ++step) {
     if (step == 0 || step == 3) b.mask(77 + step, step == 0 ? 0.3f : 0.2f);
     Tensor reference = b.fill_gradient(step);
-    for (auto& p : b.params) p->set_compact_grad(Tensor());
     reduce_step(*pactrain, b.bucket);
     int64_t compared = 0;
-    for_each_kept(b, reference, [&](float got, float want) {
+    for_each_kept(b, reference, [&](float got, float want, size_t) {
       if (exact)
         CHECK(got == want);
       else
@@ -115,7 +145,7 @@ TEST_CASE("pactrain fp32 gives dense's average on the kept entries, across mask 
     const float* w = p.data().data<float>();
     for (int64_t i = 0; i < p.numel(); ++i) {
       bool kept = !p.has_mask() || p.mask().data<uint8_t>()[i];
-      float g = reference.data<float>()[b.bucket.entries[e].offset + i];
+      float g = reference.data<float>()[b.dense_offset[e] + i];
       if (!kept)
         CHECK(w[i] == 0.0f);
       else if (exact)
@@ -133,7 +163,7 @@ TEST_CASE("pactrain without masks is dense, bit for bit") {
   reduce_step(*pactrain, b.bucket);
   for (int64_t i = 0; i < reference.numel(); ++i)
     CHECK(b.bucket.flat.data<float>()[i] == reference.data<float>()[i]);
-  CHECK_FALSE(b.params[0]->compact_grad().defined());
+  CHECK_FALSE(b.params[0]->grad_is_compact());
 }
 
 TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
@@ -145,34 +175,31 @@ TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
     reduce_step(*pactrain, b.bucket);
     // Each rank rounds its share once and every partial sum rounds again.
     double unit = std::string(enc) == "bf16" ? 1.0 / 256 : 1.0 / 2048;
-    for_each_kept(b, reference, [&](float got, float want) {
+    for_each_kept(b, reference, [&](float got, float want, size_t) {
       CHECK(std::abs(got - want) <= unit * world().size() * (std::abs(want) + 0.5));
     });
   }
 }
 
-TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of each scale") {
+TEST_CASE(
+    "pactrain ternary is unbiased, decodes to integer multiples of each weight's scale, and "
+    "sends 1-D parameters in fp32") {
   MaskedBucket b;
   b.mask(41, 0.3f);
   auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"}, {"seed", "3"}});
   Tensor reference = b.fill_gradient(11);
   Tensor mine = b.bucket.flat.clone();
-  // The shared scales: per parameter, the largest kept magnitude on any rank.
+  // The shared scales: per weight, the largest kept magnitude on any rank.
   Tensor scales = Tensor::zeros({static_cast<int64_t>(b.params.size())});
   for (size_t e = 0; e < b.params.size(); ++e) {
-    const nn::Parameter& p = *b.params[e];
-    for (int64_t j = 0; j < p.kept_count(); ++j) {
-      int64_t pos = p.has_mask() ? p.kept().data<int32_t>()[j] : j;
-      float v = std::abs(mine.data<float>()[b.bucket.entries[e].offset + pos]);
+    const comm::BucketEntry& entry = b.bucket.entries[e];
+    for (int64_t j = 0; j < entry.numel; ++j) {
+      float v = std::abs(mine.data<float>()[entry.offset + j]);
       scales.data<float>()[e] = std::max(scales.data<float>()[e], v);
     }
   }
   world().all_reduce(scales, comm::ReduceOp::max)->wait();
-  std::vector<float> unit_of;  // per kept entry, in for_each_kept's order
-  for (size_t e = 0; e < b.params.size(); ++e) {
-    for (int64_t j = 0; j < b.params[e]->kept_count(); ++j)
-      unit_of.push_back(scales.data<float>()[e] / world().size());
-  }
+  auto is_weight = [&](size_t e) { return b.params[e]->shape().size() >= 2; };
 
   const int trials = 300;
   std::vector<double> mean(b.kept(), 0.0);
@@ -180,17 +207,22 @@ TEST_CASE("pactrain ternary is unbiased and decodes to integer multiples of each
     b.bucket.flat.copy_(mine);
     reduce_step(*pactrain, b.bucket);
     int64_t j = 0;
-    for_each_kept(b, reference, [&](float got, float) {
-      double units = got / unit_of[j];
+    for_each_kept(b, reference, [&](float got, float want, size_t e) {
+      mean[j++] += got / trials;
+      if (!is_weight(e)) {  // the bias: fp32, dense's average to rounding
+        CHECK(got == doctest::Approx(want).epsilon(1e-5));
+        return;
+      }
+      double units = got / (scales.data<float>()[e] / world().size());
       CHECK(std::abs(units - std::round(units)) < 1e-3);
       CHECK(std::abs(units) <= world().size() + 1e-3);
-      mean[j++] += got / trials;
     });
   }
   // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
   int64_t j = 0, outside = 0;
-  for_each_kept(b, reference, [&](float, float want) {
-    double bound = 4.0 * unit_of[j] * world().size() / std::sqrt(double(world().size()) * trials);
+  for_each_kept(b, reference, [&](float, float want, size_t e) {
+    double unit = scales.data<float>()[e] / world().size();
+    double bound = 4.0 * unit * world().size() / std::sqrt(double(world().size()) * trials);
     outside += std::abs(mean[j++] - want) > bound;
   });
   CHECK(outside <= b.kept() / 500 + 1);
@@ -204,20 +236,18 @@ TEST_CASE(
   // scale=previous is the default with ef=1.
   auto pactrain =
       comm::make_compressor("pactrain", {{"enc", "ternary"}, {"ef", "1"}, {"seed", "5"}});
-  const size_t entries = b.params.size();
-  const int64_t n = b.bucket.flat.numel();
-  // The kept positions in the bucket, in the compact order, and the parameter each belongs to.
-  std::vector<int64_t> position;
-  std::vector<size_t> entry_of;
-  for (size_t e = 0; e < entries; ++e) {
-    const nn::Parameter& p = *b.params[e];
-    for (int64_t j = 0; j < p.kept_count(); ++j) {
-      position.push_back(b.bucket.entries[e].offset +
-                         (p.has_mask() ? p.kept().data<int32_t>()[j] : j));
-      entry_of.push_back(e);
+  // The coded values: the weights' (entries 0 and 2), in bucket order; the bias travels in fp32.
+  const std::vector<size_t> weights = {0, 2};
+  std::vector<int64_t> position;  // bucket position of each coded value
+  std::vector<size_t> weight_of;  // its index in `weights`
+  for (size_t w = 0; w < weights.size(); ++w) {
+    const comm::BucketEntry& entry = b.bucket.entries[weights[w]];
+    for (int64_t j = 0; j < entry.numel; ++j) {
+      position.push_back(entry.offset + j);
+      weight_of.push_back(w);
     }
   }
-  const int64_t k = static_cast<int64_t>(position.size());
+  const int64_t k = static_cast<int64_t>(position.size()), n = b.bucket.flat.numel();
   Tensor residual = Tensor::zeros({k});  // this rank's, as the compressor's state reports it
   Tensor inputs = Tensor::zeros({n});    // this rank's gradients, summed over the steps
   Tensor received = Tensor::zeros({k});  // the averages the compressor gave, summed
@@ -229,28 +259,29 @@ TEST_CASE(
     scale_(g, static_cast<float>(step));
     axpy_(inputs, 1.0f, g);
     b.bucket.flat.copy_(g);
-    Tensor maxima = Tensor::zeros({static_cast<int64_t>(entries)});  // of gradient + residual
+    Tensor maxima = Tensor::zeros({2});  // of gradient + residual
     for (int64_t j = 0; j < k; ++j) {
       float v = std::abs(g.data<float>()[position[j]] + residual.data<float>()[j]);
-      float& m = maxima.data<float>()[entry_of[j]];
+      float& m = maxima.data<float>()[weight_of[j]];
       m = std::max(m, v);
-      if (scales.defined()) clipped += v > scales.data<float>()[entry_of[j]];
+      if (scales.defined()) clipped += v > scales.data<float>()[weight_of[j]];
     }
     world().all_reduce(maxima, comm::ReduceOp::max)->wait();
     if (!scales.defined()) scales = maxima;  // the first step waits for fresh maxima
+    Tensor bias_average = b.params[1]->grad().clone();
+    world().all_reduce(bias_average, comm::ReduceOp::avg)->wait();
 
     reduce_step(*pactrain, b.bucket);
-    int64_t j = 0;
-    for (size_t e = 0; e < entries; ++e) {
-      const float* got = b.params[e]->compact_grad().data<float>();
-      const float unit = scales.data<float>()[e] / world().size();
-      for (int64_t i = 0; i < b.params[e]->kept_count(); ++i, ++j) {
-        double units = got[i] / unit;
-        CHECK(std::abs(units - std::round(units)) < 1e-3);
-        CHECK(std::abs(units) <= world().size() + 1e-3);
-        received.data<float>()[j] += got[i];
-      }
+    for (int64_t j = 0; j < k; ++j) {
+      float got = b.bucket.flat.data<float>()[position[j]];
+      double units = got / (scales.data<float>()[weight_of[j]] / world().size());
+      CHECK(std::abs(units - std::round(units)) < 1e-3);
+      CHECK(std::abs(units) <= world().size() + 1e-3);
+      received.data<float>()[j] += got;
     }
+    for (int64_t i = 0; i < 8; ++i)
+      CHECK(b.params[1]->grad().data<float>()[i] ==
+            doctest::Approx(bias_average.data<float>()[i]).epsilon(1e-5));
     StateDict state = pactrain->state();
     REQUIRE(state.count("bucket0.scale"));
     Tensor next = state.at("bucket0.scale").clone();
@@ -261,7 +292,7 @@ TEST_CASE(
   CHECK(clipped > 0);  // the case this test is about did happen
 
   // Error feedback keeps everything: what was received plus what is left in the residuals is
-  // the average of all gradients ever given, on every kept entry.
+  // the average of all gradients ever given, on every coded value.
   world().all_reduce(residual, comm::ReduceOp::avg)->wait();
   world().all_reduce(inputs, comm::ReduceOp::avg)->wait();
   int64_t off = 0;
@@ -291,11 +322,13 @@ TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus t
     uint64_t sent = world().bytes_sent() - before;
     std::string e = enc;
     comm::TernaryWire wire = comm::ternary_wire(p);
+    const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32
     uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
                         : e == "bf16"
                             ? ring_bytes(b.kept(), 2, r, p)
-                            : ring_bytes(wire.elements(b.kept()), 8, r, p) + ring_bytes(3, 4, r, p);
-    CHECK(sent == expected);  // ternary: packed sums, then 3 scales
+                            : ring_bytes(2, 4, r, p) + ring_bytes(wire.elements(coded), 8, r, p) +
+                                  ring_bytes(8, 4, r, p);
+    CHECK(sent == expected);  // ternary: 2 scales, the packed sums, the bias
   }
 }
 
@@ -315,7 +348,7 @@ TEST_CASE("pactrain launches no more kernels and allocates no more per step than
   auto [dense_kernels, dense_allocations] = count(*dense);
   auto [pactrain_kernels, pactrain_allocations] = count(*pactrain);
   CHECK(dense_kernels == 1);
-  CHECK(pactrain_kernels == 1);  // the fused pack; no unpack
+  CHECK(pactrain_kernels == 1);  // the bucket is the send buffer: only the average's division
   CHECK(pactrain_allocations <= dense_allocations);
   CHECK(pactrain_allocations == 0);
 }

@@ -1,29 +1,38 @@
-// The PacTrain compressor's kernels: the fused gather of the kept gradient entries into the send
-// buffer, and the ternary coding of comm/compressors/pactrain.cpp with its packed wire format.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "core/cuda/kernels.h"
+#include "comm/compressors/pactrain_kernels.h"
 #include "core/cuda/launch.cuh"
 
-namespace pac::cuda {
+namespace pac::comm::gpu {
+
+using cuda::block_max;
+using cuda::compute_stream;
+using cuda::for_each;
+
+namespace {
+__device__ inline int64_t at(const int32_t* positions, int64_t j) {
+  return positions != nullptr ? positions[j] : j;
+}
+}  // namespace
 
 void gather_scaled(const float* g, const int32_t* positions, int64_t k, float scale, void* out,
                    DType out_dtype) {
   switch (out_dtype) {
     case DType::f32: {
       auto* o = static_cast<float*>(out);
-      return for_each(k, [=] __device__(int64_t j) { o[j] = g[positions[j]] * scale; });
+      return for_each(k, [=] __device__(int64_t j) { o[j] = g[at(positions, j)] * scale; });
     }
     case DType::bf16: {
       auto* o = static_cast<__nv_bfloat16*>(out);
-      return for_each(
-          k, [=] __device__(int64_t j) { o[j] = __float2bfloat16_rn(g[positions[j]] * scale); });
+      return for_each(k, [=] __device__(int64_t j) {
+        o[j] = __float2bfloat16_rn(g[at(positions, j)] * scale);
+      });
     }
     case DType::f16: {
       auto* o = static_cast<__half*>(out);
       return for_each(
-          k, [=] __device__(int64_t j) { o[j] = __float2half_rn(g[positions[j]] * scale); });
+          k, [=] __device__(int64_t j) { o[j] = __float2half_rn(g[at(positions, j)] * scale); });
     }
     default:
       PAC_FAIL("gather_scaled: {} is not a wire type (f32, bf16, f16)", dtype_name(out_dtype));
@@ -62,7 +71,7 @@ __global__ void ternary_prepare_kernel(const float* g, const int32_t* positions,
   int64_t p = blockIdx.x;
   float m = 0.0f;
   for (int64_t j = begin[p] + threadIdx.x; j < begin[p + 1]; j += blockDim.x) {
-    float v = g[positions[j]] + (residual != nullptr ? residual[j] : 0.0f);
+    float v = g[at(positions, j)] + (residual != nullptr ? residual[j] : 0.0f);
     e[j] = v;
     m = fmaxf(m, fabsf(v));
   }
@@ -112,7 +121,8 @@ void ternary_encode(const float* e, const float* scale, const int64_t* begin, in
 }
 
 void ternary_decode(const void* wire, TernaryLayout layout, int world, const float* scale,
-                    const int64_t* begin, int64_t parameters, int64_t k, float* values) {
+                    const int64_t* begin, int64_t parameters, int64_t k, float* out,
+                    const int32_t* positions) {
   for_each(k, [=] __device__(int64_t j) {
     int sum;
     if (layout.bits == 0) {
@@ -124,9 +134,9 @@ void ternary_decode(const void* wire, TernaryLayout layout, int world, const flo
       sum = static_cast<int>((word >> (field * layout.bits)) & ((uint64_t(1) << layout.bits) - 1)) -
             world;
     }
-    values[j] = scale[parameter_of(begin, parameters, j)] / static_cast<float>(world) *
-                static_cast<float>(sum);
+    out[at(positions, j)] = scale[parameter_of(begin, parameters, j)] / static_cast<float>(world) *
+                            static_cast<float>(sum);
   });
 }
 
-}  // namespace pac::cuda
+}  // namespace pac::comm::gpu
