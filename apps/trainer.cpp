@@ -318,6 +318,7 @@ TrainResult train(const TrainOptions& o) {
     for (int64_t b = first_batch; b < batches && position.step < total_steps; ++b) {
       auto step_start = Clock::now();
       size_t allocations_before = cpu_allocator_stats().allocations;
+      uint64_t passes_before = counted_passes();
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
       data::Batch batch = loader.batch(b);
@@ -424,6 +425,7 @@ TrainResult train(const TrainOptions& o) {
              {"codec_s", comm_stats.codec_s},
              {"comm_exposed_s", comm_stats.comm_exposed_s},
              {"codec_kernels", comm_stats.codec_kernels},
+             {"gradient_passes", counted_passes() - passes_before},
              {"allocations", cpu_allocator_stats().allocations - allocations_before},
              {"gpu_bytes", device.is_cpu() ? 0 : cuda_allocator_stats().current_bytes},
              {"gpu_peak_bytes", device.is_cpu() ? 0 : cuda_allocator_stats().peak_bytes},

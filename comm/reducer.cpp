@@ -38,6 +38,7 @@ std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::Pa
     // On the parameters' device: the gradients become views into it.
     current.flat = Tensor::zeros({current_elements}, DType::f32,
                                  current.entries.front().param->data().device());
+    current.flat.storage()->set_counted(true);  // passes over gradient memory are measured
     buckets.push_back(std::move(current));
     current = Bucket();
     current_elements = 0;
@@ -126,6 +127,7 @@ void Reducer::follow_masks() {
         at += entry.numel;
       }
       bucket.flat = Tensor::zeros({at}, DType::f32, bucket.flat.device());
+      bucket.flat.storage()->set_counted(true);
     }
     // A new mask gave the parameter a gradient of its own: back into the bucket with its values.
     for (auto& entry : bucket.entries)

@@ -1,9 +1,17 @@
 #include "core/storage.h"
 
+#include <atomic>
+
 #include "core/allocator.h"
 #include "core/error.h"
 
 namespace pac {
+
+namespace detail {
+std::atomic<uint64_t> counted_passes{0};
+}
+
+uint64_t counted_passes() { return detail::counted_passes.load(std::memory_order_relaxed); }
 
 Storage::Storage(size_t nbytes, Device device, bool pinned)
     : nbytes_(nbytes), device_(device), pinned_(pinned) {

@@ -24,11 +24,22 @@ class Storage {
   Device device() const { return device_; }
   bool pinned() const { return pinned_; }
 
+  // Pass counting. While on, each time a kernel takes a pointer to this storage's data (every
+  // loop over it, and every GPU launch on it, does so once, through Tensor::raw_data) a
+  // process-wide counter goes up. The Reducer turns it on for its gradient buckets, so the passes
+  // a step makes over gradient memory are measured where they run.
+  void set_counted(bool on) { counted_ = on; }
+  bool counted() const { return counted_; }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   bool pinned_ = false;
+  bool counted_ = false;
 };
+
+// Data pointers taken to counted storage so far in this process.
+uint64_t counted_passes();
 
 }  // namespace pac

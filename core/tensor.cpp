@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <atomic>
+
 #include <cstring>
 
 #include "core/autograd.h"
@@ -80,8 +82,14 @@ int64_t Tensor::size(int64_t d) const {
   return shape()[d < 0 ? d + n : d];
 }
 
+namespace detail {
+extern std::atomic<uint64_t> counted_passes;  // core/storage.cpp
+}
+
 void* Tensor::raw_data() const {
-  return static_cast<char*>(impl()->storage->data()) + impl()->offset * dtype_size(dtype());
+  Storage& s = *impl()->storage;
+  if (s.counted()) detail::counted_passes.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<char*>(s.data()) + impl()->offset * dtype_size(dtype());
 }
 
 // Reads element i of any dtype as float; used by item(), to_vector() and to().

@@ -362,9 +362,11 @@ class Pactrain : public Compressor {
       const int64_t k = bucket.flat.numel();
       if (bucket.flat.is_cuda()) return cuda::convert(w.raw_data(), w.dtype(), v, DType::f32, k);
       if (plan.encoding == Encoding::bf16) {
-        for (int64_t j = 0; j < k; ++j) v[j] = bf16_to_float(w.data<BFloat16>()[j]);
+        const BFloat16* in = w.data<BFloat16>();
+        for (int64_t j = 0; j < k; ++j) v[j] = bf16_to_float(in[j]);
       } else {
-        for (int64_t j = 0; j < k; ++j) v[j] = half_to_float(w.data<Half>()[j]);
+        const Half* in = w.data<Half>();
+        for (int64_t j = 0; j < k; ++j) v[j] = half_to_float(in[j]);
       }
     });
   }
