@@ -11,15 +11,14 @@
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
 #include "apps/faults.h"
+#include "apps/train_step.h"
 #include "comm/reducer.h"
 #include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/cpu/threads.h"
 #include "core/generator.h"
 #include "core/ops.h"
-#include "layers/finite.h"
 #include "optim/adamw.h"
-#include "optim/clip.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 #include "prune/mask_sync.h"
@@ -356,32 +355,20 @@ TrainResult train(const TrainOptions& o) {
       if (fault.due("exit", position.step, rank)) std::_Exit(9);
       if (fault.due("extra-collective", position.step, rank))
         group->all_reduce(Tensor::zeros({3}), comm::ReduceOp::sum)->wait();
-      Tensor loss = cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing);
-      if (fault.due("nan-loss", position.step, rank)) loss = mul_scalar(loss, NAN);
-      optimizer->zero_grad();
-      loss.backward();
-      // Read after backward is queued, so that on a GPU the wait does not hold back its launches.
-      const float value = loss.item();
-      comm::ReducerStepStats comm_stats;
-      if (reducer) comm_stats = reducer->finalize(std::isfinite(value));
-      // Every rank knows whether any rank's gradient or loss was not finite (the reducer's
-      // verdict); without a reducer this rank looks for itself.
-      std::string nonfinite;
-      bool skip = false;
-      if (reducer) {
-        skip = comm_stats.nonfinite;
-        nonfinite = comm_stats.nonfinite_in;
-      } else {
-        nonfinite = std::isfinite(value) ? nn::first_nonfinite_gradient(params) : "loss";
-        skip = !nonfinite.empty();
-      }
-      if (pruner && !skip) pruner->observe();
+      StepSettings settings{o.label_smoothing, o.clip_grad, nullptr,
+                            fault.due("nan-loss", position.step, rank)};
+      if (pruner) settings.after_reduce = [&] { pruner->observe(); };
+      StepOutcome outcome = train_step(*model, *optimizer, reducer.get(), batch, settings);
+      const float value = outcome.loss;
+      const comm::ReducerStepStats& comm_stats = outcome.comm;
+      const bool skip = outcome.skipped;
       if (reducer && pruned.pruned && !quiet && !show_bar) {
         std::string plan = reducer->compressor().describe_buckets();
         if (!plan.empty()) std::printf("  %s\n", plan.c_str());
       }
       if (skip) {
         // Every rank stops (or skips) at this step; the rank that found the fault names it.
+        const std::string& nonfinite = outcome.nonfinite;
         std::string what =
             nonfinite == "loss" ? fmt::format("the loss is {} on rank {}", value, rank)
             : !nonfinite.empty()
@@ -395,9 +382,6 @@ TrainResult train(const TrainOptions& o) {
           std::fprintf(stderr, "step %ld: %s; step skipped\n", static_cast<long>(position.step + 1),
                        what.c_str());
         }
-      } else {
-        if (o.clip_grad > 0.0f) optim::clip_grad_norm(params, o.clip_grad);
-        optimizer->step();
       }
       ++position.step;
       position.epoch = b + 1 == batches ? epoch + 1 : epoch;

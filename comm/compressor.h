@@ -111,10 +111,15 @@ void load_per_bucket(StateReader& read, const std::string& what, const std::vect
 WorkPtr then(WorkPtr inner, std::function<void()> after);
 
 using CompressorOptions = std::map<std::string, std::string>;
-// Builds a compressor by name from the registry (comm/compressors/registry.cpp); options are the
-// --compress-opt key=value pairs, and an unknown key is an error.
+using CompressorFactory = std::function<std::unique_ptr<Compressor>(const CompressorOptions&)>;
+// Builds a compressor by name: those added with register_compressor(), then the built-in table
+// (comm/compressors/registry.cpp); options are the --compress-opt key=value pairs, and an
+// unknown key is an error.
 std::unique_ptr<Compressor> make_compressor(const std::string& name,
                                             const CompressorOptions& options);
 std::vector<std::string> compressor_names();
+// Adds (or replaces) a compressor for the rest of the process: how a fork or a test plugs one in
+// without touching the library (comm/compressors/options.h reads its options).
+void register_compressor(const std::string& name, CompressorFactory factory);
 
 }  // namespace pac::comm

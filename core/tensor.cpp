@@ -34,6 +34,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
+  if (t.nbytes() == 0) return t;  // no storage to clear (and memset may not take its null pointer)
   if (t.is_cuda()) {
     cuda::zero_bytes(t.raw_data(), t.nbytes());
   } else {
@@ -63,7 +64,7 @@ Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape)
             "Tensor::from_vector: {} values do not fill shape {} ({} elements)", values.size(),
             shape_str(shape), shape_numel(shape));
   Tensor t = empty(shape);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
@@ -72,7 +73,7 @@ Tensor Tensor::from_indices(const std::vector<int64_t>& values, const Shape& sha
             "Tensor::from_indices: {} values do not fill shape {} ({} elements)", values.size(),
             shape_str(shape), shape_numel(shape));
   Tensor t = empty(shape, DType::i64);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 

@@ -7,6 +7,7 @@
 
 #include "apps/models/registry.h"
 #include "apps/trainer.h"
+#include "comm/compressors/options.h"
 #include "comm/compressors/pactrain.h"
 #include "comm/process_group.h"
 #include "core/generator.h"
@@ -391,4 +392,56 @@ TEST_CASE("movement keeps the weights moving away from zero") {
   pruner.prune_to(1.0 - away / 24.0, context);
   for (size_t i = 0; i < w.size(); ++i)
     CHECK((model.weight->mask().data<uint8_t>()[i] == 1) == (w[i] * cv[i] < 0));
+}
+
+namespace {
+
+// What a fork adds: the dense all-reduce, counting the buckets it was given and whether any held
+// a pruned weight's compact gradient.
+class CountingCompressor : public comm::Compressor {
+ public:
+  CountingCompressor(int* buckets, bool* saw_compact) : buckets_(buckets), saw_(saw_compact) {}
+  std::string name() const override { return "counting"; }
+  comm::WorkPtr reduce(comm::Bucket& bucket, comm::ProcessGroup& group) override {
+    ++*buckets_;
+    for (const auto& e : bucket.entries) {
+      if (e.compact) *saw_ = *saw_ || e.numel == e.param->kept_count();
+    }
+    return group.all_reduce(bucket.flat, comm::ReduceOp::avg);
+  }
+
+ private:
+  int* buckets_;
+  bool* saw_;
+};
+
+}  // namespace
+
+TEST_CASE("a compressor registered from outside the library reduces a pruned model's buckets") {
+  int buckets = 0;
+  bool saw_compact = false;
+  comm::register_compressor("counting", [&](const comm::CompressorOptions& options) {
+    comm::OptionReader("counting", options).finish();
+    return std::make_unique<CountingCompressor>(&buckets, &saw_compact);
+  });
+  auto names = comm::compressor_names();
+  CHECK(std::find(names.begin(), names.end(), "counting") != names.end());
+  CHECK_THROWS_WITH_AS(comm::make_compressor("counting", {{"ratio", "1"}}),
+                       doctest::Contains("ratio"), Error);
+
+  TrainOptions o;
+  o.model = {"resnet20", 1, 10, 12};
+  o.data = "synthetic";
+  o.synthetic_size = 64;
+  o.batch = 32;
+  o.epochs = 1;
+  o.threads = 1;
+  o.quiet = true;
+  o.prune = "magnitude";
+  o.sparsity = 0.5;
+  o.compress = "counting";
+  TrainResult r = train(o);
+  CHECK(r.steps == 2);
+  CHECK(buckets > 0);
+  CHECK(saw_compact);
 }

@@ -1,0 +1,38 @@
+#include "apps/train_step.h"
+
+#include <cmath>
+
+#include "core/ops.h"
+#include "layers/finite.h"
+#include "optim/clip.h"
+
+namespace pac {
+
+StepOutcome train_step(nn::Module& model, optim::Optimizer& optimizer, comm::Reducer* reducer,
+                       const data::Batch& batch, const StepSettings& settings) {
+  StepOutcome out;
+  Tensor loss = cross_entropy(model(batch.images), batch.labels, settings.label_smoothing);
+  if (settings.poison_loss) loss = mul_scalar(loss, NAN);
+  optimizer.zero_grad();
+  loss.backward();  // full buckets are all-reduced while backward goes on
+  // Read after backward is queued, so that on a GPU the wait does not hold back its launches.
+  out.loss = loss.item();
+  if (reducer) {
+    // Every rank learns whether any rank's gradient or loss was not finite.
+    out.comm = reducer->finalize(std::isfinite(out.loss));
+    out.skipped = out.comm.nonfinite;
+    out.nonfinite = out.comm.nonfinite_in;
+  } else {
+    out.nonfinite =
+        std::isfinite(out.loss) ? nn::first_nonfinite_gradient(model.named_parameters()) : "loss";
+    out.skipped = !out.nonfinite.empty();
+  }
+  if (out.skipped) return out;
+  if (settings.after_reduce) settings.after_reduce();
+  if (settings.clip_grad > 0.0f)
+    optim::clip_grad_norm(model.named_parameters(), settings.clip_grad);
+  optimizer.step();
+  return out;
+}
+
+}  // namespace pac

@@ -1,0 +1,38 @@
+// One data-parallel training step as llm.c writes it: forward, zero, backward, reduce, update.
+// Everything else a run does (the learning-rate schedule, pruning events, injected faults,
+// metrics, checkpoints) happens around it, in apps/trainer.cpp.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "apps/data/loader.h"
+#include "comm/reducer.h"
+#include "layers/module.h"
+#include "optim/optimizer.h"
+
+namespace pac {
+
+struct StepSettings {
+  float label_smoothing = 0.0f;
+  float clip_grad = 0.0f;  // > 0: clip the global gradient norm to this before the update
+  // Runs once the averaged gradients are in place and before the update, when the step is
+  // applied (a pruning criterion's observe()).
+  std::function<void()> after_reduce;
+  bool poison_loss = false;  // the nan-loss fault: the loss becomes NaN
+};
+
+struct StepOutcome {
+  float loss = 0.0f;
+  comm::ReducerStepStats comm;  // zeros without a Reducer
+  // The step was not applied because some rank's gradient or loss was not finite; `nonfinite`
+  // names this rank's culprit ("loss" or a parameter), "" when another rank found it.
+  bool skipped = false;
+  std::string nonfinite;
+};
+
+// The Reducer may be null (one process, dense): then this rank checks its own gradients.
+StepOutcome train_step(nn::Module& model, optim::Optimizer& optimizer, comm::Reducer* reducer,
+                       const data::Batch& batch, const StepSettings& settings);
+
+}  // namespace pac
