@@ -27,7 +27,7 @@
 // counter-based hash instead of the CPU's sequential generator. Codec times there are launch
 // times: the kernels themselves overlap with everything else queued.
 //
-// Ternary's scale (--compress-opt scale=fresh|previous):
+// Ternary's scale (--compress-opt scale=fresh|previous, clip=C):
 //   fresh     s = max |v| over the weight's kept entries on any rank, this step: one
 //             all-reduce-max of one float per weight, which backward waits for. |v| <= s
 //             always, so the coding is unbiased.
@@ -35,6 +35,10 @@
 //             never waited for; a value above it is sent as sign(v) * s and the rest stays in the
 //             error feedback, so it needs ef=1 (and is its default). The first step of a plan
 //             uses a fresh scale.
+//   clip=C    as the TernGrad paper: each rank's maximum is first cut to C times the root mean
+//             square of the weight's values (C = 2.5 there), so that one large value does not set
+//             a scale that codes every other value to zero with a high variance; values above the
+//             scale are sent as sign(v) * s (with ef=1 the rest is carried to the next step).
 #include "comm/compressors/pactrain.h"
 
 #include <chrono>
@@ -120,10 +124,11 @@ struct Plan {
 
 class Pactrain : public Compressor {
  public:
-  Pactrain(Encoding encoding, bool error_feedback, bool previous_scale, uint64_t seed)
+  Pactrain(Encoding encoding, bool error_feedback, bool previous_scale, float clip, uint64_t seed)
       : encoding_(encoding),
         error_feedback_(error_feedback),
         previous_scale_(previous_scale),
+        clip_(clip),
         seed_(seed) {}
   std::string name() const override { return "pactrain"; }
   bool runs_on_gpu() const override { return true; }
@@ -389,7 +394,7 @@ class Pactrain : public Compressor {
     timed([&] {
       if (bucket.flat.is_cuda()) {
         gpu::ternary_prepare(g, coded, r, plan.values.data<float>(), plan.begin.data<int64_t>(),
-                             plan.scale.numel(), maxima.data<float>());
+                             plan.scale.numel(), clip_, maxima.data<float>());
         gpu::gather_scaled(g, plain, plan.plain.numel(), inv_world, plan.plain_values.raw_data(),
                            DType::f32);
         return;
@@ -398,10 +403,15 @@ class Pactrain : public Compressor {
       float* m = maxima.data<float>();
       for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
         float most = 0.0f;
+        double squares = 0.0;
         for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
           e[j] = r ? g[coded[j]] + r[j] : g[coded[j]];
           most = std::max(most, std::abs(e[j]));
+          squares += static_cast<double>(e[j]) * e[j];
         }
+        const int64_t n = plan.entry_begin[p + 1] - plan.entry_begin[p];
+        if (clip_ > 0.0f && n > 0)
+          most = std::min(most, clip_ * static_cast<float>(std::sqrt(squares / double(n))));
         m[p] = most;
       }
       float* pv = plan.plain_values.data<float>();
@@ -554,6 +564,7 @@ class Pactrain : public Compressor {
   Encoding encoding_;
   bool error_feedback_;
   bool previous_scale_;
+  float clip_;  // > 0: a weight's scale is at most clip x the root mean square of its values
   uint64_t seed_;
   std::map<int, Plan> plans_;  // by bucket index; a map, so pending work's references stay valid
 };
@@ -566,6 +577,7 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
   bool ef = read.flag("ef", false);
   std::string scale = read.choice("scale", {"fresh", "previous"});
   if (ef && !options.count("scale")) scale = "previous";  // the default with error feedback
+  auto clip = static_cast<float>(read.number("clip", 0.0));
   auto seed = static_cast<uint64_t>(read.number("seed", 0));
   read.finish();
   Encoding encoding = Encoding::fp32;
@@ -581,7 +593,11 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
             "--compress-opt scale=previous for pactrain: values above the previous step's scale "
             "are clipped, and only error feedback (ef=1) sends the clipped part later; add ef=1 "
             "or use scale=fresh");
-  return std::make_unique<Pactrain>(encoding, ef, scale == "previous", seed);
+  PAC_CHECK(clip == 0.0f || clip >= 1.0f,
+            "--compress-opt clip={} for pactrain: the scale is clipped to clip x the root mean "
+            "square of a weight's values; use 0 (off) or a value >= 1 (TernGrad uses 2.5)",
+            clip);
+  return std::make_unique<Pactrain>(encoding, ef, scale == "previous", clip, seed);
 }
 
 }  // namespace pac::comm

@@ -7,6 +7,7 @@
 namespace pac::comm::gpu {
 
 using cuda::block_max;
+using cuda::block_sum;
 using cuda::compute_stream;
 using cuda::for_each;
 
@@ -66,26 +67,30 @@ __device__ inline float uniform_at(uint64_t seed, int64_t j) {
 // One block per parameter: e over its values, then the block's maximum of |e|.
 __global__ void ternary_prepare_kernel(const float* g, const int32_t* positions,
                                        const float* residual, float* e, const int64_t* begin,
-                                       float* maxima) {
+                                       float clip, float* maxima) {
   __shared__ float scratch[32];
   int64_t p = blockIdx.x;
-  float m = 0.0f;
+  float m = 0.0f, squares = 0.0f;
   for (int64_t j = begin[p] + threadIdx.x; j < begin[p + 1]; j += blockDim.x) {
     float v = g[at(positions, j)] + (residual != nullptr ? residual[j] : 0.0f);
     e[j] = v;
     m = fmaxf(m, fabsf(v));
+    squares += v * v;
   }
   m = block_max(m, scratch);
-  if (threadIdx.x == 0) maxima[p] = m;
+  squares = block_sum(squares, scratch);
+  const int64_t n = begin[p + 1] - begin[p];
+  if (threadIdx.x == 0)
+    maxima[p] = clip > 0.0f && n > 0 ? fminf(m, clip * sqrtf(squares / static_cast<float>(n))) : m;
 }
 
 }  // namespace
 
 void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
-                     const int64_t* begin, int64_t parameters, float* maxima) {
+                     const int64_t* begin, int64_t parameters, float clip, float* maxima) {
   if (parameters == 0) return;
   ternary_prepare_kernel<<<static_cast<unsigned>(parameters), 256, 0, compute_stream()>>>(
-      g, positions, residual, e, begin, maxima);
+      g, positions, residual, e, begin, clip, maxima);
   PAC_CUDA_LAUNCH_CHECK();
 }
 

@@ -23,9 +23,10 @@ struct TernaryLayout {
 void gather_scaled(const float* g, const int32_t* positions, int64_t k, float scale, void* out,
                    DType out_dtype);
 // e[j] = g[positions[j]] (+ residual[j] when residual is not null), and per parameter p (values
-// begin[p] .. begin[p + 1]) maxima[p] = max |e| over its values.
+// begin[p] .. begin[p + 1]) maxima[p] = max |e| over its values, or, with clip > 0, at most
+// clip * (root mean square of its e).
 void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
-                     const int64_t* begin, int64_t parameters, float* maxima);
+                     const int64_t* begin, int64_t parameters, float clip, float* maxima);
 // Codes t = sign(e) with probability min(1, |e| / scale[p]) (a counter-based hash of (seed, j)),
 // writes t + 1 into the wire, and residual[j] = e[j] - scale[p] t when residual is not null.
 void ternary_encode(const float* e, const float* scale, const int64_t* begin, int64_t parameters,
@@ -43,7 +44,7 @@ void ternary_decode(const void* wire, TernaryLayout layout, int world, const flo
   no_cuda();
 }
 [[noreturn]] inline void ternary_prepare(const float*, const int32_t*, const float*, float*,
-                                         const int64_t*, int64_t, float*) {
+                                         const int64_t*, int64_t, float, float*) {
   no_cuda();
 }
 [[noreturn]] inline void ternary_encode(const float*, const float*, const int64_t*, int64_t,

@@ -306,6 +306,46 @@ TEST_CASE(
   CHECK(off == 0);
 }
 
+TEST_CASE("pactrain ternary with clip=C codes each weight with at most C x its values' rms") {
+  MaskedBucket b;
+  b.mask(43, 0.5f);
+  auto pactrain =
+      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"clip", "2.5"}, {"seed", "4"}});
+  b.fill_gradient(13);
+  // One outlier per weight on rank 0, which would otherwise set the scale.
+  for (size_t e : {size_t(0), size_t(2)})
+    if (world().rank() == 0) b.bucket.flat.data<float>()[b.bucket.entries[e].offset] = 30.0f;
+  // The expected scales: per rank min(max |v|, 2.5 rms), then the largest over the ranks.
+  Tensor scales = Tensor::zeros({3});
+  for (size_t e : {size_t(0), size_t(2)}) {
+    const comm::BucketEntry& entry = b.bucket.entries[e];
+    double squares = 0.0;
+    float most = 0.0f;
+    for (int64_t j = 0; j < entry.numel; ++j) {
+      float v = b.bucket.flat.data<float>()[entry.offset + j];
+      squares += double(v) * v;
+      most = std::max(most, std::abs(v));
+    }
+    scales.data<float>()[e] =
+        std::min(most, 2.5f * static_cast<float>(std::sqrt(squares / double(entry.numel))));
+  }
+  world().all_reduce(scales, comm::ReduceOp::max)->wait();
+  reduce_step(*pactrain, b.bucket);
+  for (size_t e : {size_t(0), size_t(2)}) {
+    CAPTURE(e);
+    const float unit = scales.data<float>()[e] / world().size();
+    REQUIRE(scales.data<float>()[e] < 20.0f);  // clipped well below the outlier
+    const comm::BucketEntry& entry = b.bucket.entries[e];
+    for (int64_t j = 0; j < entry.numel; ++j) {
+      double units = b.bucket.flat.data<float>()[entry.offset + j] / unit;
+      CHECK(std::abs(units - std::round(units)) < 1e-3);
+      CHECK(std::abs(units) <= world().size() + 1e-3);
+    }
+  }
+  CHECK_THROWS_WITH_AS(comm::make_compressor("pactrain", {{"enc", "ternary"}, {"clip", "0.5"}}),
+                       doctest::Contains("TernGrad uses 2.5"), Error);
+}
+
 TEST_CASE("pactrain ternary refuses scale=previous without error feedback") {
   CHECK_THROWS_WITH_AS(
       comm::make_compressor("pactrain", {{"enc", "ternary"}, {"scale", "previous"}}),
