@@ -8,7 +8,7 @@
 //   bf16/fp16  one pass encodes into the wire buffer, one decodes the sums back into the bucket;
 //   ternary    TernGrad coding of the weights' kept values, layer-wise as in the TernGrad paper:
 //              per weight a scale s shared by all ranks, t = sign(v) with probability
-//              min(1, |v|/s), the sums of t packed several to a 64-bit word (ternary_wire.h);
+//              min(1, |v|/s), the sums of t packed several to a 64-bit word (ternary_codec.h);
 //              ef=1 adds error feedback. 1-D parameters (biases, norm scales and shifts) travel in
 //              fp32 beside them: a ternary step of +-s or 0 on every normalisation shift left the
 //              network trained in training mode but broken in evaluation mode. Passes: prepare,
@@ -399,21 +399,8 @@ class Pactrain : public Compressor {
                            DType::f32);
         return;
       }
-      float* e = plan.values.data<float>();
-      float* m = maxima.data<float>();
-      for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
-        float most = 0.0f;
-        double squares = 0.0;
-        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
-          e[j] = r ? g[coded[j]] + r[j] : g[coded[j]];
-          most = std::max(most, std::abs(e[j]));
-          squares += static_cast<double>(e[j]) * e[j];
-        }
-        const int64_t n = plan.entry_begin[p + 1] - plan.entry_begin[p];
-        if (clip_ > 0.0f && n > 0)
-          most = std::min(most, clip_ * static_cast<float>(std::sqrt(squares / double(n))));
-        m[p] = most;
-      }
+      ternary_prepare(g, coded, r, plan.values.data<float>(), plan.entry_begin, clip_,
+                      maxima.data<float>());
       float* pv = plan.plain_values.data<float>();
       for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) pv[j] = g[plain[j]] * inv_world;
     });
@@ -437,20 +424,8 @@ class Pactrain : public Compressor {
                             {layout.bits, layout.per_word, layout.dtype});
         return;
       }
-      Generator gen(seed);
-      const float* e = plan.values.data<float>();
-      const float* scale = plan.scale.data<float>();
-      TernaryWriter out(plan.wire, layout);
-      for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
-        const float s = scale[p];
-        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j) {
-          // A value above the scale (scale=previous) has probability above 1: always sign(v).
-          int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
-          out.put(t);
-          if (res) res[j] = e[j] - s * static_cast<float>(t);
-        }
-      }
-      out.flush();
+      ternary_encode(plan.values.data<float>(), plan.entry_begin, plan.scale.data<float>(), seed,
+                     plan.wire, layout, res);
     });
   }
 
@@ -468,12 +443,8 @@ class Pactrain : public Compressor {
         cuda::index_scatter(v, plain, plan.plain_values.data<float>(), plan.plain.numel());
         return;
       }
-      TernaryReader sums(plan.wire, ternary_wire(world), world);
-      for (size_t p = 0; p + 1 < plan.entry_begin.size(); ++p) {
-        const float unit = plan.scale.data<float>()[p] / static_cast<float>(world);
-        for (int64_t j = plan.entry_begin[p]; j < plan.entry_begin[p + 1]; ++j)
-          v[coded[j]] = unit * static_cast<float>(sums.next());
-      }
+      ternary_decode(plan.wire, ternary_wire(world), world, plan.entry_begin,
+                     plan.scale.data<float>(), v, coded);
       const float* pv = plan.plain_values.data<float>();
       for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) v[plain[j]] = pv[j];
     });

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "comm/compressor.h"
-#include "comm/compressors/ternary_wire.h"
+#include "comm/compressors/ternary_codec.h"
 
 namespace pac::comm {
 

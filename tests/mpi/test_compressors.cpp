@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "comm/compressor.h"
+#include "comm/compressors/ternary_codec.h"
 #include "comm/host_staging.h"
 #include "core/generator.h"
 #include "core/ops.h"
@@ -59,17 +60,49 @@ Tensor mean_estimate(comm::Compressor& c, int64_t n, int trials) {
 
 }  // namespace
 
-TEST_CASE("randomk without error feedback and terngrad are unbiased") {
+TEST_CASE("randomk without error feedback and terngrad without clipping are unbiased") {
   const int64_t n = 40;
   Tensor want = average_gradient(n);
   auto randomk = comm::make_compressor("randomk", {{"ratio", "0.25"}, {"error_feedback", "false"}});
-  auto terngrad = comm::make_compressor("terngrad", {});
+  auto terngrad = comm::make_compressor("terngrad", {{"clip", "0"}});
   for (auto* c : {randomk.get(), terngrad.get()}) {
     CAPTURE(c->name());
     Tensor got = mean_estimate(*c, n, 3000);
     for (int64_t i = 0; i < n; ++i) {
       REQUIRE(std::abs(got.to_vector()[i] - want.to_vector()[i]) < 0.15);
     }
+  }
+}
+
+TEST_CASE("terngrad codes each layer with its own scale, at most 2.5 x the layer's rms") {
+  const int64_t small = 30, large = 50, n = small + large;
+  Tensor g = gradient_of(world().rank(), n);
+  for (int64_t i = small; i < n; ++i) g.data<float>()[i] *= 100.0f;  // a layer 100x larger
+  if (world().rank() == 0) g.data<float>()[0] = 40.0f;               // an outlier in the small one
+  // The expected scales: per layer and rank min(max |v|, 2.5 rms), the largest over the ranks.
+  Tensor scales = Tensor::zeros({2});
+  for (int layer = 0; layer < 2; ++layer) {
+    int64_t first = layer ? small : 0, last = layer ? n : small;
+    double squares = 0.0;
+    float most = 0.0f;
+    for (int64_t i = first; i < last; ++i) {
+      squares += double(g.data<float>()[i]) * g.data<float>()[i];
+      most = std::max(most, std::abs(g.data<float>()[i]));
+    }
+    scales.data<float>()[layer] =
+        std::min(most, 2.5f * static_cast<float>(std::sqrt(squares / double(last - first))));
+  }
+  world().all_reduce(scales, comm::ReduceOp::max)->wait();
+  CHECK(scales.data<float>()[0] < 20.0f);  // the outlier did not set the small layer's scale
+  auto terngrad = comm::make_compressor("terngrad", {});
+  comm::Bucket b = bucket_of(g.clone(), {{small}, {large}});
+  reduce_step(*terngrad, b);
+  for (int64_t i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double units =
+        b.flat.data<float>()[i] / (scales.data<float>()[i < small ? 0 : 1] / world().size());
+    CHECK(std::abs(units - std::round(units)) < 1e-3);
+    CHECK(std::abs(units) <= world().size() + 1e-3);
   }
 }
 
@@ -112,7 +145,10 @@ TEST_CASE("bytes on the wire match each compressor's formula") {
   CHECK(sent_by("dense", {}, {{n}}) == ring(n, 4));
   CHECK(sent_by("fp16", {}, {{n}}) == ring(n, 2));
   CHECK(sent_by("randomk", {{"ratio", "0.05"}}, {{n}}) == ring(50, 4));
-  CHECK(sent_by("terngrad", {}, {{n}}) == ring(1, 4) + ring(n, 1));
+  // terngrad: one scale per parameter, then the packed sums (ternary_codec.h).
+  const comm::TernaryWire wire = comm::ternary_wire(p);
+  CHECK(sent_by("terngrad", {}, {{n - 10}, {10}}) ==
+        ring(2, 4) + ring(wire.elements(n), static_cast<int64_t>(dtype_size(wire.dtype))));
   // topk: k values and k indices all-gathered ((P - 1) blocks each), the 1-D part all-reduced.
   CHECK(sent_by("topk", {{"ratio", "0.1"}}, {{99, 10}, {10}}) ==
         static_cast<uint64_t>((p - 1) * 99 * 8) + ring(10, 4));

@@ -1,4 +1,9 @@
-// How ternary codes travel, for every compressor that sends them. Each rank sends t + 1 (t in
+// The ternary codec of TernGrad (Wen et al. 2017), shared by `terngrad` and `pactrain`: values in
+// segments (one per layer), each segment coded with one scale s that every rank shares, a value v
+// becoming s * t with t = sign(v) with probability min(1, |v| / s), else 0. The functions below
+// are the CPU passes; pactrain_kernels.cu has the same three as GPU kernels.
+//
+// How ternary codes travel. Each rank sends t + 1 (t in
 // {-1, 0, 1}), so the sum over P ranks is an integer in [0, 2P]: `bits` = the width of 2P. Packed,
 // fields of that width sit side by side in 64-bit words, and adding two words adds every field at
 // once without a carry crossing into the next, so an ordinary int64 sum all-reduce (ring, tree or
@@ -9,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -26,6 +32,23 @@ struct TernaryWire {
 };
 
 TernaryWire ternary_wire(int world);
+
+// Pass 1. e[j] = g[positions[j]] (positions null: g[j]) plus residual[j] (when not null); and
+// per segment p (values begin[p] .. begin[p + 1]) maxima[p] = max |e|, or with clip > 0 at most
+// clip x the root mean square of the segment's e (TernGrad's gradient clipping, at 2.5 there).
+// e may be g itself when positions and residual are null.
+void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
+                     const std::vector<int64_t>& begin, float clip, float* maxima);
+// Pass 2. Codes every e with its segment's shared scale into `wire`, drawing from a generator
+// seeded with `seed`; residual[j] = e[j] - s t when residual is not null. A value above its
+// scale is sent as sign(v) * s.
+void ternary_encode(const float* e, const std::vector<int64_t>& begin, const float* scales,
+                    uint64_t seed, Tensor& wire, const TernaryWire& layout, float* residual);
+// Pass 3. out[positions[j]] (positions null: out[j]) = scale / world * (the sum of t over the
+// ranks), from the reduced wire.
+void ternary_decode(const Tensor& wire, const TernaryWire& layout, int world,
+                    const std::vector<int64_t>& begin, const float* scales, float* out,
+                    const int32_t* positions);
 
 // Writes ternary codes t in {-1, 0, 1} into a TernaryWire buffer, one after the other.
 class TernaryWriter {
