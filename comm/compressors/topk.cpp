@@ -7,6 +7,10 @@
 //                  momentum is applied before sparsification (train with --momentum 0 then);
 //   masking=B      momentum factor masking: clear u where an entry was sent (default true);
 //   warmup_steps=N the density falls exponentially from 25% to `ratio` over the first N steps;
+//   warmup_epochs=E, epoch_steps=S
+//                  the paper's warm-up, by epoch: densities 25%, 6.25%, 1.5625%, 0.39%, ...
+//                  (sparsity 75%, 93.75%, 98.4375%, 99.6%), each for one epoch of S steps, for
+//                  the first E epochs, then `ratio` (99.9% sparsity: ratio=0.001);
 //   clip=C         local gradient clipping to norm C / sqrt(world size) before accumulating.
 #include <algorithm>
 #include <cmath>
@@ -24,6 +28,7 @@ class TopK : public Compressor {
     double ratio = 0.01, momentum = 0.0, clip = 0.0;
     bool masking = true;
     int64_t warmup_steps = 0;
+    int64_t warmup_epochs = 0, epoch_steps = 0;
   };
   explicit TopK(const Options& options) : o_(options) {}
   std::string name() const override { return "topk"; }
@@ -122,8 +127,15 @@ class TopK : public Compressor {
     read.finish();
   }
 
-  // Residual, velocity and positions were laid out for the old sizes.
-  void layout_changed(const Bucket& bucket) override { states_.erase(bucket.index); }
+  // Residual, velocity and positions were laid out for the old sizes; the step count (the
+  // warm-up's clock) stays.
+  void layout_changed(const Bucket& bucket) override {
+    auto it = states_.find(bucket.index);
+    if (it == states_.end()) return;
+    int64_t steps = it->second.steps;
+    it->second = State();
+    it->second.steps = steps;
+  }
 
  private:
   struct State {
@@ -132,8 +144,14 @@ class TopK : public Compressor {
     int64_t steps = 0;
   };
 
-  // DGC's warm-up: 25%, then exponentially down to the target density over warmup_steps.
+  // DGC's warm-up: 25%, then exponentially down to the target density over warmup_steps; or by
+  // epoch, a quarter of the previous epoch's density, for warmup_epochs epochs.
   double density_at(int64_t step) const {
+    if (o_.warmup_epochs > 0) {
+      const int64_t epoch = step / o_.epoch_steps;
+      if (epoch >= o_.warmup_epochs) return o_.ratio;
+      return std::max(o_.ratio, 0.25 * std::pow(0.25, static_cast<double>(epoch)));
+    }
     if (step >= o_.warmup_steps || o_.ratio >= 0.25) return o_.ratio;
     double progress = static_cast<double>(step) / static_cast<double>(o_.warmup_steps);
     return 0.25 * std::pow(o_.ratio / 0.25, progress);
@@ -165,7 +183,14 @@ std::unique_ptr<Compressor> make_topk(const CompressorOptions& options) {
   o.masking = read.flag("masking", true);
   o.warmup_steps = static_cast<int64_t>(read.number("warmup_steps", 0));
   o.clip = read.number("clip", 0.0);
+  o.warmup_epochs = static_cast<int64_t>(read.number("warmup_epochs", 0));
+  o.epoch_steps = static_cast<int64_t>(read.number("epoch_steps", 0));
   read.finish();
+  PAC_CHECK(o.warmup_epochs >= 0 && (o.warmup_epochs == 0 || o.epoch_steps > 0),
+            "topk: warmup_epochs={} needs epoch_steps=S, the steps of one epoch (> 0), got {}",
+            o.warmup_epochs, o.epoch_steps);
+  PAC_CHECK(o.warmup_epochs == 0 || o.warmup_steps == 0,
+            "topk: give warmup_steps or warmup_epochs, not both");
   PAC_CHECK(o.ratio > 0.0 && o.ratio <= 1.0, "topk: ratio must be in (0, 1], got {}", o.ratio);
   PAC_CHECK(o.momentum >= 0.0 && o.momentum < 1.0, "topk: momentum must be in [0, 1), got {}",
             o.momentum);

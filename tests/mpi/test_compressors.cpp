@@ -278,6 +278,21 @@ TEST_CASE("topk's DGC options: momentum correction, warm-up of the density, loca
     CHECK(sent[4] == static_cast<uint64_t>((p - 1) * 10 * 8));
     CHECK(sent[5] == sent[4]);
   }
+  SUBCASE("the paper's warm-up by epoch: 25%, 6.25%, 1.5625%, then the ratio") {
+    if (p == 1) return;
+    auto c = comm::make_compressor(
+        "topk", {{"ratio", "0.001"}, {"warmup_epochs", "3"}, {"epoch_steps", "2"}});
+    std::vector<int64_t> k_by_step;
+    for (int step = 0; step < 8; ++step) {
+      comm::Bucket b = bucket_of(gradient_of(world().rank(), n), {{rows, cols}});
+      uint64_t before = world().bytes_sent();
+      reduce_step(*c, b);
+      k_by_step.push_back(static_cast<int64_t>(world().bytes_sent() - before) / ((p - 1) * 8));
+    }
+    CHECK(k_by_step == std::vector<int64_t>{250, 250, 62, 62, 15, 15, 1, 1});
+    CHECK_THROWS_WITH_AS(comm::make_compressor("topk", {{"warmup_epochs", "4"}}),
+                         doctest::Contains("needs epoch_steps"), Error);
+  }
   SUBCASE("local clipping bounds every rank's contribution") {
     auto c = comm::make_compressor("topk", {{"ratio", "1"}, {"clip", "1.0"}});
     comm::Bucket b = bucket_of(mul_scalar(gradient_of(world().rank(), n), 100.0f), {{rows, cols}});
