@@ -9,10 +9,11 @@
 //   ternary    TernGrad coding of the weights' kept values, layer-wise as in the TernGrad paper:
 //              per weight a scale s shared by all ranks, t = sign(v) with probability
 //              min(1, |v|/s), the sums of t packed several to a 64-bit word (ternary_codec.h);
-//              ef=1 adds error feedback. 1-D parameters (biases, norm scales and shifts) travel in
-//              fp32 beside them: a ternary step of +-s or 0 on every normalisation shift left the
-//              network trained in training mode but broken in evaluation mode. Passes: prepare,
-//              encode, decode.
+//              error feedback (ef, on by default) and TernGrad's clipping (clip, 2.5 by
+//              default) bring its accuracy close to fp32's (docs/results.md). 1-D parameters
+//              (biases, norm scales and shifts) travel in fp32 beside them: a ternary step of
+//              +-s or 0 on every normalisation shift left the network trained in training mode
+//              but broken in evaluation mode. Passes: prepare, encode, decode.
 //   auto       measures, per bucket when its plan is built, one all-reduce of the compact fp32
 //              vector (t_v), one of a single value (t_1, the latency) and each encoding's
 //              encode+decode time (c_e), averages them over the ranks so all choose alike, and
@@ -545,10 +546,13 @@ class Pactrain : public Compressor {
 std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
   OptionReader read("pactrain", options);
   std::string enc = read.choice("enc", {"fp32", "bf16", "fp16", "ternary", "auto"});
-  bool ef = read.flag("ef", false);
+  // Ternary's defaults are the configuration that trains as well as fp32 (docs/pruning.md):
+  // error feedback, the previous step's scales, TernGrad's clipping at 2.5.
+  const bool ternary = enc == "ternary" || enc == "auto";
+  bool ef = read.flag("ef", ternary);
   std::string scale = read.choice("scale", {"fresh", "previous"});
   if (ef && !options.count("scale")) scale = "previous";  // the default with error feedback
-  auto clip = static_cast<float>(read.number("clip", 0.0));
+  auto clip = static_cast<float>(read.number("clip", ternary ? 2.5 : 0.0));
   auto seed = static_cast<uint64_t>(read.number("seed", 0));
   read.finish();
   Encoding encoding = Encoding::fp32;

@@ -37,8 +37,8 @@ const Spec specs[] = {
     {"signsgd", {}, false},
     {"pactrain", {{"enc", "fp32"}}, true},
     {"pactrain", {{"enc", "bf16"}}, true},
-    {"pactrain", {{"enc", "ternary"}}, true},
-    {"pactrain", {{"enc", "ternary"}, {"ef", "1"}}, true},
+    {"pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"clip", "0"}}, true},
+    {"pactrain", {{"enc", "ternary"}}, true},  // ef=1, scale=previous, clip=2.5
 };
 
 struct Run {

@@ -188,7 +188,8 @@ TEST_CASE(
     "sends 1-D parameters in fp32") {
   MaskedBucket b;
   b.mask(41, 0.3f);
-  auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"}, {"seed", "3"}});
+  auto pactrain = comm::make_compressor(
+      "pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"clip", "0"}, {"seed", "3"}});
   Tensor reference = b.fill_gradient(11);
   Tensor mine = b.bucket.flat.clone();
   // The shared scales: per weight, the largest kept magnitude on any rank.
@@ -236,8 +237,8 @@ TEST_CASE(
   MaskedBucket b;
   b.mask(61, 0.4f);
   // scale=previous is the default with ef=1.
-  auto pactrain =
-      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"ef", "1"}, {"seed", "5"}});
+  auto pactrain = comm::make_compressor(
+      "pactrain", {{"enc", "ternary"}, {"ef", "1"}, {"clip", "0"}, {"seed", "5"}});
   // The coded values: the weights' (entries 0 and 2), in bucket order; the bias travels in fp32.
   const std::vector<size_t> weights = {0, 2};
   std::vector<int64_t> position;  // bucket position of each coded value
@@ -310,7 +311,7 @@ TEST_CASE("pactrain ternary with clip=C codes each weight with at most C x its v
   MaskedBucket b;
   b.mask(43, 0.5f);
   auto pactrain =
-      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"clip", "2.5"}, {"seed", "4"}});
+      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"seed", "4"}});
   b.fill_gradient(13);
   // One outlier per weight on rank 0, which would otherwise set the scale.
   for (size_t e : {size_t(0), size_t(2)})
@@ -348,7 +349,7 @@ TEST_CASE("pactrain ternary with clip=C codes each weight with at most C x its v
 
 TEST_CASE("pactrain ternary refuses scale=previous without error feedback") {
   CHECK_THROWS_WITH_AS(
-      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"scale", "previous"}}),
+      comm::make_compressor("pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"scale", "previous"}}),
       doctest::Contains("add ef=1 or use scale=fresh"), Error);
 }
 
@@ -357,7 +358,8 @@ TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus t
   for (const char* enc : {"fp32", "bf16", "ternary"}) {
     MaskedBucket b;
     b.mask(51, 0.2f);
-    auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}});
+    // ef=0: fresh scales, all-reduced before the values (with ef=1 the next step's follow them).
+    auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}, {"ef", "0"}});
     b.fill_gradient(1);
     uint64_t before = world().bytes_sent();
     reduce_step(*pactrain, b.bucket);
