@@ -3,6 +3,8 @@
 // with pactrain takes the same steps as with dense.
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include "comm/reducer.h"
 #include "core/generator.h"
 #include "core/ops.h"
@@ -12,6 +14,7 @@
 #include "layers/sequential.h"
 #include "layers/simple_layers.h"
 #include "optim/sgd.h"
+#include "prune/criterion.h"
 #include "prune/mask_sync.h"
 #include "prune/pruner.h"
 #include "tests/mpi/world.h"
@@ -249,6 +252,54 @@ TEST_CASE(
     for (auto& [name, p] : model->named_parameters()) {
       CAPTURE(name);
       CHECK(identical_on_every_rank(p->data()));
+    }
+  }
+}
+
+TEST_CASE(
+    "taylor and movement sum the averaged gradient under every compressor: the same under "
+    "pactrain as under dense, and the same on every rank") {
+  for (const std::string criterion : {"taylor", "movement"}) {
+    CAPTURE(criterion);
+    std::map<std::string, std::vector<Tensor>> sums;  // by compressor
+    for (const std::string compressor : {"dense", "pactrain"}) {
+      auto model = small_model(21);
+      uint64_t seed = 70;  // the same masks on every rank
+      for (auto& [name, p] : model->named_parameters())
+        if (p->shape().size() == 2) p->set_mask(Generator(seed++).bernoulli(p->shape(), 0.4f));
+      comm::Reducer reducer(*model, world_ptr(), comm::make_compressor(compressor, {}),
+                            {0.002, 0.002});
+      auto c = prune::make_criterion(criterion);
+      optim::Sgd sgd(model->named_parameters(), {0.05f, 0.9f});
+      prune::NamedParameters prunable;
+      for (auto& [name, p] : model->named_parameters())
+        if (p->shape().size() == 2) prunable.emplace_back(name, p);
+      for (uint64_t step = 0; step < 4; ++step) {
+        Generator g(500 + 10 * step + world().rank());  // each rank its own batch
+        Tensor x = g.randn({8, 6});
+        Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+        sgd.zero_grad();
+        cross_entropy((*model)(x), y).backward();
+        reducer.finalize();
+        c->observe(prunable);
+        sgd.step();
+      }
+      for (auto& [key, t] : c->state())
+        if (key.rfind("sum.", 0) == 0) sums[compressor].push_back(t);
+    }
+    REQUIRE(sums["dense"].size() == 3);
+    REQUIRE(sums["pactrain"].size() == sums["dense"].size());
+    for (size_t i = 0; i < sums["dense"].size(); ++i) {
+      CAPTURE(i);
+      // Averaged gradients are the same on every rank; this rank's own would not be.
+      CHECK(identical_on_every_rank(sums["pactrain"][i]));
+      auto a = sums["pactrain"][i].to_vector(), b = sums["dense"][i].to_vector();
+      for (size_t j = 0; j < a.size(); ++j) {
+        if (world().size() == 2)
+          REQUIRE(a[j] == b[j]);
+        else
+          REQUIRE(a[j] == doctest::Approx(b[j]).epsilon(1e-4));
+      }
     }
   }
 }
