@@ -8,7 +8,8 @@
 
 namespace pac {
 
-StepOutcome train_step(nn::Module& model, optim::Optimizer& optimizer, comm::Reducer* reducer,
+StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
+                       optim::Optimizer& optimizer, comm::Reducer* reducer,
                        const data::Batch& batch, const StepSettings& settings) {
   StepOutcome out;
   Tensor loss = cross_entropy(model(batch.images), batch.labels, settings.label_smoothing);
@@ -23,14 +24,12 @@ StepOutcome train_step(nn::Module& model, optim::Optimizer& optimizer, comm::Red
     out.skipped = out.comm.nonfinite;
     out.nonfinite = out.comm.nonfinite_in;
   } else {
-    out.nonfinite =
-        std::isfinite(out.loss) ? nn::first_nonfinite_gradient(model.named_parameters()) : "loss";
+    out.nonfinite = std::isfinite(out.loss) ? nn::first_nonfinite_gradient(params) : "loss";
     out.skipped = !out.nonfinite.empty();
   }
   if (out.skipped) return out;
   if (settings.after_reduce) settings.after_reduce();
-  if (settings.clip_grad > 0.0f)
-    optim::clip_grad_norm(model.named_parameters(), settings.clip_grad);
+  if (settings.clip_grad > 0.0f) optim::clip_grad_norm(params, settings.clip_grad);
   optimizer.step();
   return out;
 }

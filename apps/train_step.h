@@ -31,8 +31,10 @@ struct StepOutcome {
   std::string nonfinite;
 };
 
-// The Reducer may be null (one process, dense): then this rank checks its own gradients.
-StepOutcome train_step(nn::Module& model, optim::Optimizer& optimizer, comm::Reducer* reducer,
+// `params` are the model's (named_parameters(), made once). The Reducer may be null (one process,
+// dense): then this rank checks its own gradients.
+StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
+                       optim::Optimizer& optimizer, comm::Reducer* reducer,
                        const data::Batch& batch, const StepSettings& settings);
 
 }  // namespace pac

@@ -358,7 +358,7 @@ TrainResult train(const TrainOptions& o) {
       StepSettings settings{o.label_smoothing, o.clip_grad, nullptr,
                             fault.due("nan-loss", position.step, rank)};
       if (pruner) settings.after_reduce = [&] { pruner->observe(); };
-      StepOutcome outcome = train_step(*model, *optimizer, reducer.get(), batch, settings);
+      StepOutcome outcome = train_step(*model, params, *optimizer, reducer.get(), batch, settings);
       const float value = outcome.loss;
       const comm::ReducerStepStats& comm_stats = outcome.comm;
       const bool skip = outcome.skipped;

@@ -176,8 +176,8 @@ void Reducer::check_finite(const Bucket& bucket) {
   if (bucket.flat.is_cuda()) {  // counted per parameter on the device, read once in finalize()
     float* counts = gpu_nonfinite_.data<float>() + first_slot_[bucket.index];
     for (size_t e = 0; e < bucket.entries.size(); ++e) {
-      cuda::masked_reduce(cuda::MaskedReduce::nonfinite_count, g + bucket.entries[e].offset,
-                          nullptr, bucket.entries[e].numel, counts + e);
+      cuda::add_statistic(cuda::Statistic::nonfinite_count, g + bucket.entries[e].offset,
+                          bucket.entries[e].numel, counts + e);
     }
     return;
   }

@@ -20,7 +20,7 @@ std::string first_nonfinite_gradient(
       if (!counts.defined()) {
         counts = Tensor::zeros({static_cast<int64_t>(params.size())}, DType::f32, g.device());
       }
-      cuda::masked_reduce(cuda::MaskedReduce::nonfinite_count, v, nullptr, g.numel(),
+      cuda::add_statistic(cuda::Statistic::nonfinite_count, v, g.numel(),
                           counts.data<float>() + gpu_names.size());
       gpu_names.push_back(name);
       continue;

@@ -20,7 +20,7 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
     if (!g.defined()) continue;
     if (g.is_cuda()) {
       if (!device_total.defined()) device_total = Tensor::zeros({1}, DType::f32, g.device());
-      cuda::masked_reduce(cuda::MaskedReduce::sum_squares, g.data<float>(), nullptr, g.numel(),
+      cuda::add_statistic(cuda::Statistic::sum_squares, g.data<float>(), g.numel(),
                           device_total.data<float>());
       continue;
     }

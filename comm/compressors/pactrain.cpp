@@ -190,10 +190,6 @@ class Pactrain : public Compressor {
     Compressor::end_step(applied);
   }
 
-  // A mask changed: the plan is rebuilt at the bucket's next reduce (its versions differ), and its
-  // residual, kept for the old kept set, goes with it.
-  void layout_changed(const Bucket& bucket) override { plans_.erase(bucket.index); }
-
   // Per compact bucket: its step count (the ternary coin flips' seed), its encoding and the
   // ternary error feedback. The rest of a plan follows from the masks.
   StateDict state() const override {

@@ -171,12 +171,10 @@ PAC_CUDA_FN(void adaptive_avg_pool_backward(const float* grad_y, float* grad_x, 
 // --- masked.cu ---
 // values[i] = 0 where mask[i] == 0 (a parameter's pruning mask, u8).
 PAC_CUDA_FN(void apply_mask(float* values, const uint8_t* mask, int64_t n))
-// Adds to *result (a device float) the sum of squares, or the count of non-finite values, over
-// the entries whose mask byte is 1 (all when mask is null). Many parameters can add into one
-// array of results that is then read with a single copy.
-enum class MaskedReduce { sum_squares, nonfinite_count };
-PAC_CUDA_FN(void masked_reduce(MaskedReduce kind, const float* values, const uint8_t* mask,
-                               int64_t n, float* result))
+// Adds to *result (a device float) the sum of squares, or the count of non-finite values, of n
+// values. Many parameters can add into one array of results that is then read with a single copy.
+enum class Statistic { sum_squares, nonfinite_count };
+PAC_CUDA_FN(void add_statistic(Statistic kind, const float* values, int64_t n, float* result))
 
 #ifndef PAC_WITH_CUDA
 #pragma GCC diagnostic pop

@@ -1,5 +1,5 @@
-// Masked kernels shared by the parts above core: applying a pruning mask, and sums of squares or
-// counts of non-finite values over the kept entries (clipping, the finiteness checks).
+// Kernels shared by the parts above core: applying a pruning mask, and sums of squares or counts of
+// non-finite values (clipping, the finiteness checks).
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
 
@@ -12,27 +12,24 @@ void apply_mask(float* values, const uint8_t* mask, int64_t n) {
 }
 
 namespace {
-__global__ void masked_reduce_kernel(MaskedReduce kind, const float* values, const uint8_t* mask,
-                                     int64_t n, float* result) {
+__global__ void statistic_kernel(Statistic kind, const float* values, int64_t n, float* result) {
   __shared__ float scratch[32];
   float acc = 0.0f;
   int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    if (mask != nullptr && mask[i] == 0) continue;
     float v = values[i];
-    acc += kind == MaskedReduce::sum_squares ? v * v : (isfinite(v) ? 0.0f : 1.0f);
+    acc += kind == Statistic::sum_squares ? v * v : (isfinite(v) ? 0.0f : 1.0f);
   }
   acc = block_sum(acc, scratch);
   if (threadIdx.x == 0) atomicAdd(result, acc);
 }
 }  // namespace
 
-void masked_reduce(MaskedReduce kind, const float* values, const uint8_t* mask, int64_t n,
-                   float* result) {
+void add_statistic(Statistic kind, const float* values, int64_t n, float* result) {
   if (n == 0) return;
   int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 4);
-  masked_reduce_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, compute_stream()>>>(
-      kind, values, mask, n, result);
+  statistic_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, compute_stream()>>>(kind, values,
+                                                                                     n, result);
   PAC_CUDA_LAUNCH_CHECK();
 }
 
