@@ -3,9 +3,12 @@
 # (batch 64 each, 128 in all), the 15-epoch recipe of docs/results.md, global magnitude pruning
 # (the first convolution excluded) ramped by Zhu & Gupta's cubic schedule over epochs 2-8.
 # Each run writes out/accuracy/NAME.{log,jsonl}; the table is built from whatever runs exist.
-# Usage: bench/run_accuracy.sh [RUN ...]   RUN: dense, p50, p80, p90 (fp32), t50, t80, t90 (ternary)
-# With no RUN it runs all seven (about 17 minutes each on a quiet 2-core machine); with --table it
-# only prints the table of the runs already done.
+# Usage: bench/run_accuracy.sh [RUN ...]
+#   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary), and the
+#        unpruned baselines: fp16, topk (DGC: 0.1%, momentum correction, the paper's per-epoch
+#        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD)
+# With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
+# machine); with --table it only prints the table of the runs already done.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -15,31 +18,40 @@ runs=("$@")
 [ ${#runs[@]} -eq 0 ] && runs=(dense p80 t80 p90 t90 p50 t50)
 [ "${runs[0]}" = --table ] && runs=()
 
-[ ${#runs[@]} -gt 0 ] && "$root/scripts/build.sh" >/dev/null
+# A given BUILD_DIR is used as it is (a copy of the binary, say, while the tree changes).
+[ ${#runs[@]} -gt 0 ] && [ -z "${BUILD_DIR:-}" ] && "$root/scripts/build.sh" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --optimizer sgd
-        --momentum 0.9 --nesterov --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
+        --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
         --seed 1 --threads 1)
 steps_per_epoch=468  # 60000 / 128
 
 for run in "${runs[@]+"${runs[@]}"}"; do
+  momentum=(--momentum 0.9 --nesterov)
   case "$run" in
-    dense) extra=(--compress dense) ;;
+    dense | fp16 | terngrad | signsgd) extra=(--compress "$run") ;;
+    # DGC's momentum correction replaces the optimizer's momentum.
+    topk) momentum=(--momentum 0)
+          extra=(--compress topk --compress-opt ratio=0.001 --compress-opt momentum=0.9
+                 --compress-opt warmup_epochs=4 --compress-opt "epoch_steps=$steps_per_epoch") ;;
+    randomk) extra=(--compress randomk --compress-opt ratio=0.01) ;;
+    powersgd[0-9]) extra=(--compress powersgd --compress-opt "rank=${run#powersgd}") ;;
     [pt][0-9][0-9])
       enc=fp32; [ "${run:0:1}" = t ] && enc=ternary
       extra=(--compress pactrain --compress-opt "enc=$enc" --prune magnitude
              --sparsity "0.${run:1:2}" --prune-scope global --prune-exclude conv1.weight
              --prune-schedule "gradual:$steps_per_epoch:$((8 * steps_per_epoch)):117") ;;
-    *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80 or t90" >&2; exit 2 ;;
+    *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90, fp16, topk," \
+            "randomk, terngrad, powersgd2, powersgd4 or signsgd" >&2; exit 2 ;;
   esac
-  mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${extra[@]}" \
+  mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${momentum[@]}" "${extra[@]}" \
     --metrics "$out/$run.jsonl" > "$out/$run.log" 2>&1
 done
 
 echo "| run | encoding | sparsity | test accuracy (final) | best epoch | bytes/step per rank (last epoch) |"
 echo "|---|---|---:|---:|---:|---:|"
-for run in dense p50 p80 p90 t50 t80 t90; do
+for run in dense fp16 topk randomk terngrad powersgd2 powersgd4 signsgd p50 p80 p90 t50 t80 t90; do
   [ -f "$out/$run.jsonl" ] || continue
   /usr/bin/python3 - "$out/$run.jsonl" "$run" <<'PY'
 import json, sys
@@ -52,8 +64,9 @@ if not epochs:
 last_epoch = epochs[-1]["epoch"]
 tail = [r["bytes_sent"] for r in steps if r["epoch"] == last_epoch]
 best = max(epochs, key=lambda r: r["test_acc"])
-enc = "dense" if run == "dense" else ("fp32" if run[0] == "p" else "ternary")
-sparsity = "0%" if run == "dense" else run[1:] + "%"
+pruned = run[0] in "pt" and run[1:].isdigit()
+enc = ("fp32" if run[0] == "p" else "ternary") if pruned else run
+sparsity = run[1:] + "%" if pruned else "0%"
 print(f"| {run} | {enc} | {sparsity} | {100 * epochs[-1]['test_acc']:.2f}% ({len(epochs)} epochs) "
       f"| {100 * best['test_acc']:.2f}% (epoch {best['epoch'] + 1}) | {sum(tail) / max(len(tail), 1):,.0f} |")
 PY
