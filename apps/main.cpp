@@ -48,9 +48,25 @@ void add_prune_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--sparsity", o.sparsity, "final fraction of the prunable weights pruned")
       ->capture_default_str();
   cmd->add_option("--prune-scope", o.prune_scope,
-                  "layer (every tensor to the sparsity) or global (one ranking)")
-      ->check(CLI::IsMember({"layer", "global"}))
-      ->capture_default_str();
+                  "layer (every tensor to the sparsity) or global (one ranking); default: the "
+                  "criterion's (global for one that needs it, else layer)")
+      ->check(CLI::IsMember({"layer", "global"}));
+  cmd->add_option_function<std::vector<std::string>>(
+         "--prune-opt",
+         [&o](const std::vector<std::string>& pairs) {
+           for (const auto& kv : pairs) {
+             auto eq = kv.find('=');
+             o.prune_options[kv.substr(0, eq)] = kv.substr(eq + 1);
+           }
+         },
+         "criterion option key=value (repeatable), e.g. rounds=100 for synflow")
+      ->check(CLI::Validator(
+          [](std::string& kv) {
+            auto eq = kv.find('=');
+            return eq != std::string::npos && eq > 0 ? std::string()
+                                                     : "'" + kv + "' must be key=value";
+          },
+          "KEY=VALUE"));
   cmd->add_option("--prune-exclude", o.prune_exclude,
                   "never prune parameters matching this glob, e.g. 'conv1.*' (repeatable)");
 }
@@ -214,7 +230,8 @@ int main(int argc, char** argv) {
   report.train.model.image_size = 0;
   CLI::App* report_cmd = app.add_subcommand(
       "prune-report",
-      "prune a model (or a checkpoint) and print density, FLOPs and bytes per step");
+      "prune a model (or a checkpoint) in one event to --sparsity, as --prune-schedule "
+      "oneshot:0, and print density, FLOPs and bytes per step");
   add_model_options(report_cmd, report.train.model, true);
   add_prune_options(report_cmd, report.train);
   report_cmd->add_option("--checkpoint", report.checkpoint, "start from this checkpoint");

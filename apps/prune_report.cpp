@@ -24,12 +24,13 @@ std::string run_prune_report(const PruneReportOptions& options) {
   if (!o.prune.empty()) {
     prune::Pruner pruner(*model,
                          prune::PrunerOptions{o.prune, o.sparsity, o.prune_scope, "oneshot:0",
-                                              o.prune_exclude, o.seed, 0},
+                                              o.prune_exclude, o.seed, 0, o.prune_options},
                          comm::make_local_group());
     // Criteria that need a gradient get one batch of the training data.
     data::Loader loader(data, {std::min<int64_t>(o.batch, data.size()), false, 0, 0, 1, false});
     data::Batch batch = loader.batch(0);
     prune::ScoreContext context;
+    context.input_shape = batch.images.shape();
     context.compute_gradients = [&] {
       model->zero_grad();
       cross_entropy((*model)(batch.images), batch.labels).backward();

@@ -40,16 +40,18 @@ const char* format_name(DType dtype) {
       return "I64";
     case DType::u8:
       return "U8";
+    case DType::f64:
+      return "F64";
   }
   return "?";
 }
 
 DType parse_dtype(const std::string& name, const std::string& path, const std::string& tensor) {
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i8, DType::i16, DType::i32,
-                  DType::i64, DType::u8}) {
+                  DType::i64, DType::u8, DType::f64}) {
     if (name == format_name(d)) return d;
   }
-  PAC_FAIL("{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I16, I32, I64, U8",
+  PAC_FAIL("{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I16, I32, I64, U8, F64",
            path, tensor, name);
 }
 

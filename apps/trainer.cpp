@@ -84,10 +84,10 @@ void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
                        const models::ModelConfig& config) {
   if (group.size() == 1) return;
   std::string settings =
-      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config), o.compress,
-                  fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb, o.batch,
-                  o.optimizer, o.seed, o.prune, o.sparsity, o.prune_scope, o.prune_schedule,
-                  fmt::join(o.prune_exclude, ","));
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config),
+                  o.compress, fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb,
+                  o.batch, o.optimizer, o.seed, o.prune, fmt::join(o.prune_options, ","),
+                  o.sparsity, o.prune_scope, o.prune_schedule, fmt::join(o.prune_exclude, ","));
   PAC_CHECK(comm::all_ranks_equal(group, std::hash<std::string>{}(settings)),
             "rank {}: the ranks were started with different settings (model, --compress, "
             "--compress-opt, bucket sizes, --batch, --optimizer, --seed or pruning); start every "
@@ -244,10 +244,11 @@ TrainResult train(const TrainOptions& o) {
     pruner = std::make_unique<prune::Pruner>(
         *model,
         prune::PrunerOptions{o.prune, o.sparsity, o.prune_scope, o.prune_schedule, o.prune_exclude,
-                             o.seed, batches},
-        group);
+                             o.seed, batches, o.prune_options},
+        group, reducer.get());
   } else {
     PAC_CHECK(o.prune_exclude.empty(), "--prune-exclude needs --prune");
+    PAC_CHECK(o.prune_options.empty(), "--prune-opt needs --prune");
   }
   prune::ReportOptions report_options{
       {1, config.in_channels, config.image_size, config.image_size},
@@ -328,17 +329,11 @@ TrainResult train(const TrainOptions& o) {
       prune::PruneStep pruned;
       if (pruner) {
         prune::ScoreContext context;
-        // A criterion's gradient pass runs on rank 0 alone, so it must not be all-reduced.
+        context.input_shape = batch.images.shape();
+        // The Pruner pauses the Reducer while the criterion scores: this gradient stays local.
         context.compute_gradients = [&] {
-          if (reducer) reducer->set_paused(true);
           optimizer->zero_grad();
-          try {
-            cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing).backward();
-          } catch (...) {
-            if (reducer) reducer->set_paused(false);
-            throw;
-          }
-          if (reducer) reducer->set_paused(false);
+          cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing).backward();
         };
         pruned = pruner->step(position.step, context);
         if (pruned.rewound) optimizer->reset_state();

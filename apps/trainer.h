@@ -46,7 +46,9 @@ struct TrainOptions {
   // Pruning (prune/): a criterion name turns it on.
   std::string prune;
   double sparsity = 0.5;
-  std::string prune_scope = "layer", prune_schedule = "oneshot:0";
+  std::map<std::string, std::string> prune_options;  // --prune-opt, read by the criterion
+  std::string prune_scope;  // empty: the criterion's choice (global if it needs it, else layer)
+  std::string prune_schedule = "oneshot:0";
   std::vector<std::string> prune_exclude;
 
   uint64_t seed = 0;

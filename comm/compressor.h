@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "core/option_reader.h"
 #include "core/state_dict.h"
 #include "layers/parameter.h"
 
@@ -110,7 +111,7 @@ void load_per_bucket(StateReader& read, const std::string& what, const std::vect
 // A Work that runs `then` (on the waiting thread) after `inner` completes: decoding steps.
 WorkPtr then(WorkPtr inner, std::function<void()> after);
 
-using CompressorOptions = std::map<std::string, std::string>;
+using CompressorOptions = OptionMap;
 using CompressorFactory = std::function<std::unique_ptr<Compressor>(const CompressorOptions&)>;
 // Builds a compressor by name: those added with register_compressor(), then the built-in table
 // (comm/compressors/registry.cpp); options are the --compress-opt key=value pairs, and an
@@ -119,7 +120,7 @@ std::unique_ptr<Compressor> make_compressor(const std::string& name,
                                             const CompressorOptions& options);
 std::vector<std::string> compressor_names();
 // Adds (or replaces) a compressor for the rest of the process: how a fork or a test plugs one in
-// without touching the library (comm/compressors/options.h reads its options).
+// without touching the library (core/option_reader.h reads its options).
 void register_compressor(const std::string& name, CompressorFactory factory);
 
 }  // namespace pac::comm

@@ -99,6 +99,8 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
   switch (dtype) {
     case DType::f32:
       return reduce_plain<float>(dst, src, n, take_max);
+    case DType::f64:
+      return reduce_plain<double>(dst, src, n, take_max);
     case DType::f16:
       return reduce_through_f32<Half, half_to_float, float_to_half>(dst, src, n, take_max);
     case DType::bf16:
@@ -112,7 +114,7 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
     case DType::i64:
       return reduce_plain<int64_t>(dst, src, n, take_max);
     default:
-      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f16, bf16, i8, i16, i32, i64)",
+      PAC_FAIL("all_reduce: dtype {} is not supported (f32, f64, f16, bf16, i8, i16, i32, i64)",
                dtype_name(dtype));
   }
 }
@@ -128,6 +130,11 @@ void divide(Tensor& t, int by) {
     case DType::f32: {
       float* p = t.data<float>();
       for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] /= static_cast<float>(by);
+      return;
+    }
+    case DType::f64: {
+      double* p = t.data<double>();
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] /= by;
       return;
     }
     case DType::f16:

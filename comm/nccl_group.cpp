@@ -34,6 +34,8 @@ ncclDataType_t nccl_type(DType dtype, const char* collective) {
   switch (dtype) {
     case DType::f32:
       return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
     case DType::f16:
       return ncclFloat16;
     case DType::bf16:
@@ -47,7 +49,7 @@ ncclDataType_t nccl_type(DType dtype, const char* collective) {
     case DType::i64:
       return ncclInt64;
     default:
-      PAC_FAIL("{}: NCCL has no {} type (f32, f16, bf16, i8, u8, i32, i64)", collective,
+      PAC_FAIL("{}: NCCL has no {} type (f32, f64, f16, bf16, i8, u8, i32, i64)", collective,
                dtype_name(dtype));
   }
 }

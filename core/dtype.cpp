@@ -25,6 +25,8 @@ size_t dtype_size(DType dtype) {
       return 8;
     case DType::u8:
       return 1;
+    case DType::f64:
+      return 8;
   }
   PAC_FAIL("dtype_size: unknown dtype {}", static_cast<int>(dtype));
 }
@@ -47,6 +49,8 @@ const char* dtype_name(DType dtype) {
       return "i64";
     case DType::u8:
       return "u8";
+    case DType::f64:
+      return "f64";
   }
   return "unknown";
 }

@@ -1,6 +1,7 @@
 // DType: the element types a Tensor can store. f32 is the compute type; the others are storage
-// types for masks (u8), indices (i32, i64), labels, and gradient wire encodings (f16, bf16, i8,
-// i16).
+// types for masks (u8), indices (i32, i64), labels, gradient wire encodings (f16, bf16, i8, i16)
+// and values whose range f32 cannot hold (f64: pruning scores that are products over many
+// layers). Conversions between them go through double.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +9,7 @@
 
 namespace pac {
 
-enum class DType : uint8_t { f32, f16, bf16, i8, i32, i64, u8, i16 };
+enum class DType : uint8_t { f32, f16, bf16, i8, i32, i64, u8, i16, f64 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -33,6 +34,10 @@ constexpr DType dtype_of();
 template <>
 constexpr DType dtype_of<float>() {
   return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
 }
 template <>
 constexpr DType dtype_of<Half>() {

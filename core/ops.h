@@ -42,6 +42,7 @@ inline Tensor operator*(const Tensor& a, float s) { return mul_scalar(a, s); }
 
 // --- unary.cpp ---
 Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);

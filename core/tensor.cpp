@@ -93,9 +93,12 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(s.data()) + impl()->offset * dtype_size(dtype());
 }
 
-// Reads element i of any dtype as float; used by item(), to_vector() and to().
-static float element_as_float(const void* base, DType dtype, int64_t i) {
+// Reads element i of any dtype as double (which holds every other dtype's values exactly); used
+// by item(), to_vector() and to().
+static double element_as_double(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
+    case DType::f64:
+      return static_cast<const double*>(base)[i];
     case DType::f32:
       return static_cast<const float*>(base)[i];
     case DType::f16:
@@ -107,27 +110,27 @@ static float element_as_float(const void* base, DType dtype, int64_t i) {
     case DType::i16:
       return static_cast<const int16_t*>(base)[i];
     case DType::i32:
-      return static_cast<float>(static_cast<const int32_t*>(base)[i]);
+      return static_cast<const int32_t*>(base)[i];
     case DType::i64:
-      return static_cast<float>(static_cast<const int64_t*>(base)[i]);
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DType::u8:
       return static_cast<const uint8_t*>(base)[i];
   }
-  return 0.0f;
+  return 0.0;
 }
 
 float Tensor::item() const {
   PAC_CHECK(numel() == 1, "Tensor::item: tensor {} has {} elements, expected exactly one", str(),
             numel());
   if (is_cuda()) return cpu().item();
-  return element_as_float(raw_data(), dtype(), 0);
+  return static_cast<float>(element_as_double(raw_data(), dtype(), 0));
 }
 
 std::vector<float> Tensor::to_vector() const {
   if (is_cuda()) return cpu().to_vector();
   std::vector<float> out(numel());
   const void* base = raw_data();
-  for (int64_t i = 0, count = numel(); i < count; ++i) out[i] = element_as_float(base, dtype(), i);
+  for (int64_t i = 0, count = numel(); i < count; ++i) out[i] = static_cast<float>(element_as_double(base, dtype(), i));
   return out;
 }
 
@@ -202,16 +205,19 @@ Tensor Tensor::to(DType target) const {
   const void* src = raw_data();
   void* dst = out.raw_data();
   for (int64_t i = 0, count = numel(); i < count; ++i) {
-    float v = element_as_float(src, dtype(), i);
+    const double v = element_as_double(src, dtype(), i);
     switch (target) {
+      case DType::f64:
+        static_cast<double*>(dst)[i] = v;
+        break;
       case DType::f32:
-        static_cast<float*>(dst)[i] = v;
+        static_cast<float*>(dst)[i] = static_cast<float>(v);
         break;
       case DType::f16:
-        static_cast<Half*>(dst)[i] = float_to_half(v);
+        static_cast<Half*>(dst)[i] = float_to_half(static_cast<float>(v));
         break;
       case DType::bf16:
-        static_cast<BFloat16*>(dst)[i] = float_to_bf16(v);
+        static_cast<BFloat16*>(dst)[i] = float_to_bf16(static_cast<float>(v));
         break;
       case DType::i8:
         static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v);

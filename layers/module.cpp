@@ -106,6 +106,19 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+std::vector<bool> Module::training_modes() {
+  std::vector<bool> modes;
+  for (auto& [name, m] : named_modules()) modes.push_back(m->training_);
+  return modes;
+}
+
+void Module::set_training_modes(const std::vector<bool>& modes) {
+  auto modules = named_modules();
+  PAC_CHECK(modes.size() == modules.size(), "set_training_modes: {} flags for the {} modules of {}",
+            modes.size(), modules.size(), describe());
+  for (size_t i = 0; i < modules.size(); ++i) modules[i].second->training_ = modes[i];
+}
+
 void Module::to(Device device) {
   for (auto& [name, p] : named_parameters()) p->to(device);
   for (auto& [name, b] : named_buffers()) b.move_to_(device);
@@ -125,7 +138,7 @@ namespace {
 std::vector<SummaryRow> record_calls(Module& model, const Shape& input_shape) {
   SummaryRecorder recorder;
   for (auto& [name, m] : model.named_modules()) recorder.names[m] = name;
-  bool was_training = model.is_training();
+  const std::vector<bool> modes = model.training_modes();
   model.eval();
   active_recorder = &recorder;
   try {
@@ -133,11 +146,11 @@ std::vector<SummaryRow> record_calls(Module& model, const Shape& input_shape) {
     model(Tensor::zeros(input_shape));
   } catch (...) {
     active_recorder = nullptr;
-    model.train(was_training);
+    model.set_training_modes(modes);
     throw;
   }
   active_recorder = nullptr;
-  model.train(was_training);
+  model.set_training_modes(modes);
   return recorder.rows;
 }
 

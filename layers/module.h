@@ -40,6 +40,10 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // Every module's own train/eval flag, in named_modules() order, and back: for code that
+  // switches a model (or only its normalisation layers) and must leave each module as it was.
+  std::vector<bool> training_modes();
+  void set_training_modes(const std::vector<bool>& modes);
   // Zeroes every gradient in place (a gradient may be a view into a communication bucket).
   void zero_grad();
   // Moves every parameter and buffer, here and in every descendant, to `device` in place, as

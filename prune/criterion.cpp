@@ -1,6 +1,8 @@
 #include "prune/criterion.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace pac::prune {
 
@@ -33,6 +35,25 @@ std::vector<Tensor> copy_gradients(const NamedParameters& params) {
     out.push_back(g.is_cuda() ? g.cpu() : p->grad_is_compact() ? g : g.clone());
   }
   return out;
+}
+
+void keep_top(const double* scores, int64_t n, int64_t k, uint8_t* keep) {
+  std::fill(keep, keep + n, uint8_t(0));
+  if (k <= 0) return;
+  if (k >= n) {
+    std::fill(keep, keep + n, uint8_t(1));
+    return;
+  }
+  std::vector<double> sorted(scores, scores + n);
+  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<double>());
+  const double threshold = sorted[k - 1];
+  int64_t taken = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (scores[j] > threshold) keep[j] = 1, ++taken;
+  }
+  for (int64_t j = 0; j < n && taken < k; ++j) {
+    if (scores[j] == threshold && !keep[j]) keep[j] = 1, ++taken;
+  }
 }
 
 void Criterion::load_state(const StateDict& state, const NamedParameters& params) {

@@ -1,6 +1,7 @@
 #include "prune/pruner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -35,26 +36,6 @@ bool glob_match(const std::string& pattern, const std::string& text) {
 
 namespace {
 
-// Marks the `k` largest of `n` scores in `keep` (ties go to the earlier position).
-void keep_top(const float* scores, int64_t n, int64_t k, uint8_t* keep) {
-  std::fill(keep, keep + n, uint8_t(0));
-  if (k <= 0) return;
-  if (k >= n) {
-    std::fill(keep, keep + n, uint8_t(1));
-    return;
-  }
-  std::vector<float> sorted(scores, scores + n);
-  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<float>());
-  const float threshold = sorted[k - 1];
-  int64_t taken = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (scores[j] > threshold) keep[j] = 1, ++taken;
-  }
-  for (int64_t j = 0; j < n && taken < k; ++j) {
-    if (scores[j] == threshold && !keep[j]) keep[j] = 1, ++taken;
-  }
-}
-
 int64_t units_of(const nn::Parameter& p, Granularity g) {
   return g == Granularity::entry ? p.numel() : p.shape()[0];
 }
@@ -73,14 +54,24 @@ bool alive(const uint8_t* m, const nn::Parameter& p, Granularity g, int64_t u) {
 
 }  // namespace
 
-Pruner::Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group)
+Pruner::Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group,
+               comm::Reducer* reducer)
     : model_(model),
       options_(options),
       group_(std::move(group)),
-      criterion_(make_criterion(options.criterion)),
+      reducer_(reducer),
+      criterion_(make_criterion(options.criterion, options.criterion_options)),
       schedule_(options.schedule, options.sparsity, options.steps_per_epoch) {
-  PAC_CHECK(options.scope == "layer" || options.scope == "global",
+  PAC_CHECK(options.scope.empty() || options.scope == "layer" || options.scope == "global",
             "--prune-scope '{}' is not known; expected layer or global", options.scope);
+  const bool wants_global = criterion_->needs().global_scope;
+  PAC_CHECK(!(wants_global && options.scope == "layer"),
+            "--prune {} ranks weights across layers only: it needs --prune-scope global (its "
+            "default), got layer",
+            options.criterion);
+  scope_ = options.scope == "global" || (options.scope.empty() && wants_global) ? Scope::global
+                                                                                : Scope::layer;
+  options_.scope = scope_ == Scope::global ? "global" : "layer";
   auto named = model.named_parameters();
   for (const auto& pattern : options.exclude) {
     bool matched = std::any_of(named.begin(), named.end(),
@@ -178,7 +169,9 @@ double Pruner::sparsity() const {
 }
 
 void Pruner::observe() {
-  if (group_->rank() == 0) criterion_->observe(prunable_);
+  // On every rank: the gradients are the all-reduced ones, so every rank's sums are the same and
+  // any rank can score.
+  criterion_->observe(prunable_);
 }
 
 PruneStep Pruner::step(int64_t step, ScoreContext& context) {
@@ -201,34 +194,22 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context) {
 std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
                                            double sparsity) const {
   const Granularity g = criterion_->granularity();
-  PAC_CHECK(scores.size() == prunable_.size(),
-            "criterion {} returned {} score tensors for {} "
-            "parameters",
-            criterion_->name(), scores.size(), prunable_.size());
-  // Scores of units already pruned, or not numbers, sink to the bottom.
-  std::vector<std::vector<float>> unit_scores(prunable_.size());
+  // Scores of units already pruned sink to the bottom (checked_scores made the others finite).
+  constexpr double pruned = -std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> unit_scores(prunable_.size());
   for (size_t i = 0; i < prunable_.size(); ++i) {
     const nn::Parameter& p = *prunable_[i].second;
-    int64_t units = units_of(p, g);
-    PAC_CHECK(scores[i].numel() == units && scores[i].dtype() == DType::f32,
-              "criterion {} scored '{}' with {}, expected f32 with {} values", criterion_->name(),
-              prunable_[i].first, scores[i].str(), units);
-    // Scores and masks are worked on on the host, whatever device the model is on: pruning
-    // happens a handful of times in a run.
-    Tensor score = scores[i].cpu();
-    const float* s = score.data<float>();
+    const double* s = scores[i].data<double>();
     Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();
     const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
-    unit_scores[i].resize(units);
-    for (int64_t u = 0; u < units; ++u) {
-      bool usable = alive(m, p, g, u) && !std::isnan(s[u]);
-      unit_scores[i][u] = usable ? s[u] : -std::numeric_limits<float>::infinity();
-    }
+    unit_scores[i].resize(scores[i].numel());
+    for (int64_t u = 0, units = scores[i].numel(); u < units; ++u)
+      unit_scores[i][u] = alive(m, p, g, u) ? s[u] : pruned;
   }
   std::vector<Tensor> keep(prunable_.size());
   for (size_t i = 0; i < prunable_.size(); ++i)
     keep[i] = Tensor::zeros({static_cast<int64_t>(unit_scores[i].size())}, DType::u8);
-  if (options_.scope == "layer") {
+  if (scope_ == Scope::layer) {
     for (size_t i = 0; i < prunable_.size(); ++i) {
       int64_t units = static_cast<int64_t>(unit_scores[i].size());
       int64_t k = std::max<int64_t>(1, std::llround((1.0 - sparsity) * units));
@@ -236,7 +217,7 @@ std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
     }
   } else {
     // Global pruning is layer pruning over the concatenated scores.
-    std::vector<float> all;
+    std::vector<double> all;
     for (const auto& s : unit_scores) all.insert(all.end(), s.begin(), s.end());
     std::vector<uint8_t> kept(all.size());
     int64_t total = static_cast<int64_t>(all.size());
@@ -251,8 +232,7 @@ std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
   // Masks only shrink: a unit pruned before stays pruned.
   for (size_t i = 0; i < prunable_.size(); ++i) {
     uint8_t* k = keep[i].data<uint8_t>();
-    for (int64_t u = 0, n = keep[i].numel(); u < n; ++u)
-      k[u] = k[u] && unit_scores[i][u] != -std::numeric_limits<float>::infinity();
+    for (int64_t u = 0, n = keep[i].numel(); u < n; ++u) k[u] = k[u] && unit_scores[i][u] != pruned;
   }
   return keep;
 }
@@ -293,40 +273,161 @@ std::vector<Tensor> Pruner::proposed_masks(const std::vector<Tensor>& keep) cons
   return masks;
 }
 
+std::vector<Tensor> Pruner::checked_scores(const std::vector<Tensor>& scores) const {
+  const Granularity g = criterion_->granularity();
+  PAC_CHECK(scores.size() == prunable_.size(),
+            "criterion {} returned {} score tensors for {} parameters", criterion_->name(),
+            scores.size(), prunable_.size());
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < prunable_.size(); ++i) {
+    const nn::Parameter& p = *prunable_[i].second;
+    const int64_t units = units_of(p, g);
+    PAC_CHECK(scores[i].defined() && scores[i].numel() == units &&
+                  (scores[i].dtype() == DType::f32 || scores[i].dtype() == DType::f64),
+              "criterion {} scored '{}' with {}, expected f32 or f64 with {} values",
+              criterion_->name(), prunable_[i].first,
+              scores[i].defined() ? scores[i].str() : "nothing", units);
+    // Scores and masks are worked on on the host, whatever device the model is on: pruning
+    // happens a handful of times in a run.
+    Tensor s = scores[i].cpu().to(DType::f64);
+    Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();
+    const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
+    const double* v = s.data<double>();
+    for (int64_t u = 0; u < units; ++u) {
+      PAC_CHECK(std::isfinite(v[u]) || !alive(m, p, g, u),
+                "criterion {} gave '{}' a score of {} at {} {} (of {}); scores must be finite: "
+                "for products that overflow f32, return f64 scores",
+                criterion_->name(), prunable_[i].first, v[u],
+                g == Granularity::entry ? "entry" : "channel", u, units);
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+namespace {
+
+// What a criterion may change while it scores, and puts back: every parameter's values (masked
+// entries stay zero), every buffer, every module's train/eval flag and the default random stream.
+class ModelSnapshot {
+ public:
+  explicit ModelSnapshot(nn::Module& model)
+      : model_(model),
+        params_(model.named_parameters()),
+        buffers_(model.named_buffers()),
+        modes_(model.training_modes()),
+        random_(default_generator().state()) {
+    for (const auto& [name, p] : params_) values_.push_back(p->data().clone());
+    for (const auto& [name, b] : buffers_) buffer_values_.push_back(b.clone());
+  }
+  void restore() {
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor data = params_[i].second->data();
+      data.copy_(values_[i]);
+      params_[i].second->apply_mask(data);  // masks installed since the snapshot
+    }
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].second.copy_(buffer_values_[i]);
+    model_.set_training_modes(modes_);
+    default_generator().set_state(random_);
+    model_.zero_grad();  // the criterion's gradients are not the next step's
+  }
+
+ private:
+  nn::Module& model_;
+  std::vector<std::pair<std::string, nn::ParameterPtr>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<bool> modes_;
+  Generator::State random_;
+  std::vector<Tensor> values_, buffer_values_;
+};
+
+}  // namespace
+
+std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
+  const CriterionNeeds needs = criterion_->needs();
+  std::exception_ptr failure;
+  std::vector<Tensor> scores;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ModelSnapshot snapshot(model_);
+    if (reducer_) reducer_->set_paused(true);
+    try {
+      scores = checked_scores(criterion_->score(prunable_, context));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    snapshot.restore();
+    if (reducer_) reducer_->set_paused(false);
+  }
+  if (group_->size() == 1) {
+    if (failure) std::rethrow_exception(failure);
+    return scores;
+  }
+  // A peer may score for about as long as this rank did: the collectives that wait for it get
+  // that much more than --comm-timeout, so a long scoring pass does not read as a dead rank.
+  const double scored_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double timeout_s = group_->timeout_s();
+  if (timeout_s > 0) group_->set_timeout(timeout_s + scored_s);
+  struct RestoreTimeout {
+    comm::ProcessGroup& group;
+    double seconds;
+    ~RestoreTimeout() { group.set_timeout(seconds); }
+  } restore_timeout{*group_, timeout_s};
+  // Whether every rank scored: an error on one stops them all, each naming its own.
+  Tensor failed = Tensor::full({1}, failure ? 1.0f : 0.0f);
+  group_->all_reduce(failed, comm::ReduceOp::max)->wait();
+  if (failure) std::rethrow_exception(failure);
+  PAC_CHECK(failed.item() == 0.0f,
+            "rank {}: another rank failed to score the pruning event (its error is on its output)",
+            group_->rank());
+  if (needs.data) {
+    // Each rank scored its own batch: the average is the score over all of them, in one
+    // collective.
+    int64_t total = 0;
+    for (const auto& s : scores) total += s.numel();
+    Tensor flat = Tensor::empty({total}, DType::f64);
+    int64_t at = 0;
+    for (const auto& s : scores) {
+      std::memcpy(flat.data<double>() + at, s.data<double>(), s.numel() * sizeof(double));
+      at += s.numel();
+    }
+    group_->all_reduce(flat, comm::ReduceOp::avg)->wait();
+    at = 0;
+    for (auto& s : scores) {
+      std::memcpy(s.data<double>(), flat.data<double>() + at, s.numel() * sizeof(double));
+      at += s.numel();
+    }
+  }
+  return scores;
+}
+
 void Pruner::prune_to(double sparsity, ScoreContext& context) {
   PAC_CHECK(sparsity >= 0.0 && sparsity < 1.0, "pruning: sparsity {} must be in [0, 1)", sparsity);
   context.seed = options_.seed;
   context.event = events_++;
-  // Rank 0 decides; whether it succeeded is broadcast first, so that an error there stops every
-  // rank instead of leaving them waiting for masks.
-  std::exception_ptr failure;
-  std::vector<Tensor> proposed;
-  if (group_->rank() == 0) {
-    // A criterion's own passes (snip's gradient on a batch, in training mode) run on rank 0
-    // alone: what they change in the model's buffers (batch-norm running statistics) or in the
-    // random stream (dropout) is put back, so that the ranks stay identical.
-    auto buffers = model_.named_buffers();
-    std::vector<Tensor> saved;
-    for (const auto& [name, b] : buffers) saved.push_back(b.clone());
-    const Generator::State random = default_generator().state();
-    try {
-      proposed = proposed_masks(keep_decisions(criterion_->score(prunable_, context), sparsity));
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(saved[i]);
-    default_generator().set_state(random);
+  context.scope = scope_;
+  context.model = &model_;
+  context.final_sparsity = sparsity;
+  const int64_t rounds = criterion_->needs().rounds;
+  // The density falls geometrically over the rounds, from today's to the target.
+  const double start_density = 1.0 - this->sparsity(), end_density = 1.0 - sparsity;
+  for (int64_t round = 0; round < rounds; ++round) {
+    context.round = round;
+    context.rounds = rounds;
+    context.sparsity =
+        round + 1 == rounds || start_density <= end_density
+            ? sparsity
+            : 1.0 - start_density * std::pow(end_density / start_density,
+                                             static_cast<double>(round + 1) / rounds);
+    std::vector<Tensor> scores = score_on_every_rank(context);
+    // Rank 0 decides (the scores are the same everywhere, but one rank's masks are the masks).
+    std::vector<Tensor> proposed;
+    if (group_->rank() == 0) proposed = proposed_masks(keep_decisions(scores, context.sparsity));
+    install_masks(*group_, masked_, proposed);
+    if (group_->size() > 1) check_masks_agree(*group_, masked_);
   }
-  Tensor ok = Tensor::full({1}, failure ? 0.0f : 1.0f);
-  if (group_->size() > 1) group_->broadcast(ok, 0)->wait();
-  if (failure) std::rethrow_exception(failure);
-  PAC_CHECK(ok.item() == 1.0f,
-            "rank {}: rank 0 failed to compute the pruning masks (its error is "
-            "on its output)",
-            group_->rank());
-  install_masks(*group_, masked_, proposed);
-  if (group_->size() > 1) check_masks_agree(*group_, masked_);
 }
 
 }  // namespace pac::prune

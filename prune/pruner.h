@@ -1,9 +1,15 @@
 // Pruner: decides which weights are kept, when. It picks the prunable parameters (weights of two
 // or more dimensions; biases and norm parameters never, plus --prune-exclude patterns), asks the
-// criterion for scores on rank 0 when the schedule says so, keeps the top ones per layer or
-// globally, and makes the masks identical on every rank (broadcast, then checksum). Masks only
+// criterion for scores when the schedule says so, keeps the top ones per layer or globally, and
+// makes the masks identical on every rank (rank 0's are broadcast, then checksummed). Masks only
 // ever shrink. The trainer calls step() before every training step and observe() after every
 // backward.
+//
+// Every rank scores, at the same time, so no rank waits in a collective while another computes:
+// a criterion that needs data scores this rank's own batch and the scores are averaged over the
+// ranks; one that does not computes the same scores everywhere. While a criterion scores, the
+// Reducer is paused (its backward passes stay local), and afterwards the weights, buffers,
+// train/eval flags and random stream are put back as they were.
 #pragma once
 
 #include <memory>
@@ -11,6 +17,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "comm/reducer.h"
 #include "prune/criterion.h"
 #include "prune/schedule.h"
 
@@ -18,12 +25,15 @@ namespace pac::prune {
 
 struct PrunerOptions {
   std::string criterion = "magnitude";
-  double sparsity = 0.5;        // final fraction of the prunable weights (or channels) pruned
-  std::string scope = "layer";  // layer: every tensor to the same sparsity; global: one ranking
+  double sparsity = 0.5;  // final fraction of the prunable weights (or channels) pruned
+  // layer: every tensor to the same sparsity; global: one ranking. Empty: the criterion's choice
+  // (global for one that needs it, layer otherwise).
+  std::string scope;
   std::string schedule = "oneshot:0";
   std::vector<std::string> exclude;  // glob patterns on dotted names ("conv1.*", "fc.weight")
   uint64_t seed = 0;
   int64_t steps_per_epoch = 0;  // for imp schedules
+  OptionMap criterion_options;  // --prune-opt key=value
 };
 
 struct PruneStep {
@@ -34,8 +44,9 @@ struct PruneStep {
 class Pruner {
  public:
   // Call after the model's weights are identical on every rank (after the Reducer is built): imp
-  // keeps a copy of them to rewind to.
-  Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group);
+  // keeps a copy of them to rewind to. `reducer` (if any) is paused while a criterion scores.
+  Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group,
+         comm::Reducer* reducer = nullptr);
 
   // Before training step `step` (= steps completed).
   PruneStep step(int64_t step, ScoreContext& context);
@@ -49,6 +60,7 @@ class Pruner {
   // and batch-norm parameters coupled to their channels.
   const NamedParameters& masked() const { return masked_; }
   double sparsity() const;  // of the prunable weights now
+  Scope scope() const { return scope_; }
   const PruneSchedule& schedule() const { return schedule_; }
   const PrunerOptions& options() const { return options_; }
   std::string describe() const;
@@ -59,6 +71,11 @@ class Pruner {
   void load_state(const StateDict& state);
 
  private:
+  // This rank's scores for one round (f64, on the host; averaged over the ranks for a criterion
+  // that needs data), after every rank has scored without error.
+  std::vector<Tensor> score_on_every_rank(ScoreContext& context);
+  // Shapes, dtypes and finiteness of a criterion's scores, as f64 host tensors.
+  std::vector<Tensor> checked_scores(const std::vector<Tensor>& scores) const;
   std::vector<Tensor> keep_decisions(const std::vector<Tensor>& scores, double sparsity) const;
   // The masks of masked_ that the keep decisions imply (rank 0); install_masks sets them.
   std::vector<Tensor> proposed_masks(const std::vector<Tensor>& keep) const;
@@ -66,7 +83,9 @@ class Pruner {
   nn::Module& model_;
   PrunerOptions options_;
   comm::ProcessGroupPtr group_;
+  comm::Reducer* reducer_;
   std::unique_ptr<Criterion> criterion_;
+  Scope scope_ = Scope::layer;
   PruneSchedule schedule_;
   NamedParameters prunable_, masked_;
   // Per prunable parameter: the parameters whose entry c is pruned with output channel c.

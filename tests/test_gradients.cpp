@@ -115,6 +115,7 @@ TEST_CASE("unary ops") {
   check([](auto& in) { return pow(in[0], 3.0f); }, {leaf({6})});
   check([](auto& in) { return pow(in[0], -0.5f); }, {leaf({6}, 0.5f, 2.0f)});
   check([](auto& in) { return relu(in[0]); }, {away_from_zero({8})});
+  check([](auto& in) { return abs(in[0]); }, {away_from_zero({8})});
   check([](auto& in) { return gelu(in[0]); }, {leaf({8}, -3.0f, 3.0f)});
   check([](auto& in) { return gelu(in[0], GeluApproximation::tanh); }, {leaf({8}, -3.0f, 3.0f)});
   check([](auto& in) { return tanh(in[0]); }, {leaf({6})});

@@ -49,6 +49,23 @@ TEST_CASE("train/eval reaches every child; zero_grad zeroes in place") {
   for (float v : g.to_vector()) CHECK(v == 0.0f);
 }
 
+TEST_CASE("per-module train/eval flags are saved and restored, and summary keeps them") {
+  nn::Sequential net{std::make_shared<nn::Conv2d>(1, 2, 3, 1, 1),
+                     std::make_shared<nn::BatchNorm2d>(2), std::make_shared<nn::Dropout>(0.5f)};
+  net[1]->eval();  // normalisation in inference mode, the rest training
+  const std::vector<bool> mixed = net.training_modes();
+  CHECK(mixed == std::vector<bool>{true, true, false, true});
+  net.summary({1, 1, 4, 4});  // switches to eval for its pass
+  CHECK(net.training_modes() == mixed);
+  net.train();
+  CHECK(net[1]->is_training());
+  net.set_training_modes(mixed);
+  CHECK_FALSE(net[1]->is_training());
+  CHECK(net[2]->is_training());
+  CHECK_THROWS_WITH_AS(net.set_training_modes({true}),
+                       doctest::Contains("1 flags for the 4 modules"), Error);
+}
+
 TEST_CASE("batch norm layer updates running statistics only in training") {
   nn::BatchNorm2d bn(3);
   Tensor x = default_generator().randn({4, 3, 2, 2}, 1.0f, 2.0f);

@@ -91,6 +91,7 @@ TEST_CASE("elementwise forward values on hand-computed cases") {
   CHECK(cat({a, b.reshape({1, 3})}, 0).to_vector()[6] == 10.0f);
   CHECK(expand(b, {2, 3}).to_vector() == std::vector<float>{10, 20, 30, 10, 20, 30});
   CHECK(relu(Tensor::from_vector({-1, 2}, {2})).to_vector() == std::vector<float>{0, 2});
+  CHECK(abs(Tensor::from_vector({-1.5f, 0, 2}, {3})).to_vector() == std::vector<float>{1.5f, 0, 2});
 }
 
 TEST_CASE("conv2d forward on a hand-computed case") {

@@ -48,7 +48,7 @@
 #include <optional>
 
 #include "comm/compressors/builtin.h"
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 #include "comm/compressors/pactrain_kernels.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
@@ -540,7 +540,7 @@ class Pactrain : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
-  OptionReader read("pactrain", options);
+  OptionReader read("--compress-opt", "pactrain", options);
   std::string enc = read.choice("enc", {"fp32", "bf16", "fp16", "ternary", "auto"});
   // Ternary's defaults are the configuration that trains as well as fp32 (docs/pruning.md):
   // error feedback, the previous step's scales, TernGrad's clipping at 2.5.

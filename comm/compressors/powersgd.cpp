@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "comm/compressors/builtin.h"
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 #include "core/cpu/gemm.h"
 #include "core/generator.h"
 
@@ -199,7 +199,7 @@ class PowerSgd : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_powersgd(const CompressorOptions& options) {
-  OptionReader read("powersgd", options);
+  OptionReader read("--compress-opt", "powersgd", options);
   auto rank = static_cast<int64_t>(read.number("rank", 2));
   auto start_iter = static_cast<int64_t>(read.number("start_iter", 10));
   auto seed = static_cast<uint64_t>(read.number("seed", 0));

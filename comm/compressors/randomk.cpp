@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "comm/compressors/builtin.h"
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 #include "core/generator.h"
 
 namespace pac::comm {
@@ -103,7 +103,7 @@ class RandomK : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_randomk(const CompressorOptions& options) {
-  OptionReader read("randomk", options);
+  OptionReader read("--compress-opt", "randomk", options);
   double ratio = read.number("ratio", 0.01);
   bool error_feedback = read.flag("error_feedback", true);
   auto seed = static_cast<uint64_t>(read.number("seed", 0));

@@ -9,7 +9,7 @@
 #include <map>
 
 #include "comm/compressors/builtin.h"
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 
 namespace pac::comm {
 
@@ -86,7 +86,7 @@ class SignSgd : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_signsgd(const CompressorOptions& options) {
-  OptionReader read("signsgd", options);
+  OptionReader read("--compress-opt", "signsgd", options);
   bool error_feedback = read.flag("error_feedback", true);
   read.finish();
   return std::make_unique<SignSgd>(error_feedback);

@@ -6,7 +6,7 @@
 // without clipping (clip=0) E[s t] = g: unbiased. The sums of t travel packed several to a 64-bit
 // word (ternary_codec.h, the codec pactrain uses too): 0.38 bytes a value on 2 ranks.
 #include "comm/compressors/builtin.h"
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 #include "comm/compressors/ternary_codec.h"
 
 namespace pac::comm {
@@ -71,7 +71,7 @@ class TernGrad : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_terngrad(const CompressorOptions& options) {
-  OptionReader read("terngrad", options);
+  OptionReader read("--compress-opt", "terngrad", options);
   auto clip = static_cast<float>(read.number("clip", 2.5));
   auto seed = static_cast<uint64_t>(read.number("seed", 0));
   read.finish();

@@ -16,7 +16,7 @@
 #include <cmath>
 
 #include "comm/compressors/builtin.h"
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 
 namespace pac::comm {
 
@@ -176,7 +176,7 @@ class TopK : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_topk(const CompressorOptions& options) {
-  OptionReader read("topk", options);
+  OptionReader read("--compress-opt", "topk", options);
   TopK::Options o;
   o.ratio = read.number("ratio", 0.01);
   o.momentum = read.number("momentum", 0.0);

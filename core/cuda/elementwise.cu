@@ -83,6 +83,8 @@ __device__ inline float unary_value(UnaryOp op, float p, float v) {
   switch (op) {
     case UnaryOp::neg:
       return -v;
+    case UnaryOp::abs:
+      return fabsf(v);
     case UnaryOp::exp:
       return expf(v);
     case UnaryOp::log:
@@ -109,6 +111,8 @@ __device__ inline float unary_derivative(UnaryOp op, float p, float v, float y) 
   switch (op) {
     case UnaryOp::neg:
       return -1.0f;
+    case UnaryOp::abs:
+      return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : 0.0f;
     case UnaryOp::exp:
       return y;
     case UnaryOp::log:

@@ -50,7 +50,7 @@ struct Reduction {
 };
 
 enum class BinaryOp { add, sub, mul, div };
-enum class UnaryOp { neg, exp, log, sqrt, pow, relu, tanh, sigmoid, gelu, gelu_tanh };
+enum class UnaryOp { neg, abs, exp, log, sqrt, pow, relu, tanh, sigmoid, gelu, gelu_tanh };
 
 // --- memory (memory.cu) ---
 // Copies between any two of host and device. Returns at once for a copy from pinned host memory

@@ -41,8 +41,11 @@ void copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitc
 
 namespace {
 
-__device__ float load_as_float(const void* base, DType dtype, int64_t i) {
+// Through double, as the CPU's conversions: it holds every other dtype's values exactly.
+__device__ double load_as_double(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
+    case DType::f64:
+      return static_cast<const double*>(base)[i];
     case DType::f32:
       return static_cast<const float*>(base)[i];
     case DType::f16:
@@ -54,25 +57,28 @@ __device__ float load_as_float(const void* base, DType dtype, int64_t i) {
     case DType::i16:
       return static_cast<const int16_t*>(base)[i];
     case DType::i32:
-      return static_cast<float>(static_cast<const int32_t*>(base)[i]);
+      return static_cast<const int32_t*>(base)[i];
     case DType::i64:
-      return static_cast<float>(static_cast<const int64_t*>(base)[i]);
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DType::u8:
       return static_cast<const uint8_t*>(base)[i];
   }
-  return 0.0f;
+  return 0.0;
 }
 
-__device__ void store_float(void* base, DType dtype, int64_t i, float v) {
+__device__ void store_double(void* base, DType dtype, int64_t i, double v) {
   switch (dtype) {
+    case DType::f64:
+      static_cast<double*>(base)[i] = v;
+      break;
     case DType::f32:
-      static_cast<float*>(base)[i] = v;
+      static_cast<float*>(base)[i] = static_cast<float>(v);
       break;
     case DType::f16:
-      static_cast<__half*>(base)[i] = __float2half_rn(v);
+      static_cast<__half*>(base)[i] = __float2half_rn(static_cast<float>(v));
       break;
     case DType::bf16:
-      static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
+      static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(static_cast<float>(v));
       break;
     case DType::i8:
       static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
@@ -95,7 +101,7 @@ __device__ void store_float(void* base, DType dtype, int64_t i, float v) {
 }  // namespace
 
 void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
-  for_each(n, [=] __device__(int64_t i) { store_float(dst, to, i, load_as_float(src, from, i)); });
+  for_each(n, [=] __device__(int64_t i) { store_double(dst, to, i, load_as_double(src, from, i)); });
 }
 
 }  // namespace pac::cuda

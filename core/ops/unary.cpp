@@ -73,6 +73,15 @@ Tensor neg(const Tensor& x) {
       [](float, float) { return -1.0f; });
 }
 
+// |x|; its derivative is sign(x), 0 at 0 as PyTorch's.
+Tensor abs(const Tensor& x) {
+  return unary_op(
+      x, "abs", cuda::UnaryOp::abs, 0.0f, [](float v) { return std::abs(v); },
+      [](float v, float) { return v > 0.0f   ? 1.0f
+                                  : v < 0.0f ? -1.0f
+                                             : 0.0f; });
+}
+
 Tensor exp(const Tensor& x) {
   return unary_op(
       x, "exp", cuda::UnaryOp::exp, 0.0f, [](float v) { return std::exp(v); },

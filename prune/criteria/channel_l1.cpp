@@ -5,7 +5,7 @@
 // compares layers of different fan-in fairly; within a layer the order is the L1 order.
 #include <cmath>
 
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "core/autograd.h"
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 
@@ -30,6 +30,7 @@ double norm_of(const std::vector<Tensor>& tensors) {
 class Grasp : public Criterion {
  public:
   std::string name() const override { return "grasp"; }
+  CriterionNeeds needs() const override { return {.data = true}; }
   std::vector<Tensor> score(const NamedParameters& params, ScoreContext& context) override {
     PAC_CHECK(context.compute_gradients, "--prune grasp needs a batch of data for its gradient");
     context.compute_gradients();

@@ -1,6 +1,6 @@
 // magnitude: |w|. The classic criterion (Han et al. 2015; Zhu & Gupta 2017 with a gradual
 // schedule; the lottery ticket's iterative pruning); needs no data.
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 

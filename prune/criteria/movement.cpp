@@ -4,7 +4,7 @@
 // event. With no step observed yet it uses one batch.
 #include <utility>
 
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 
@@ -13,6 +13,8 @@ namespace {
 class Movement : public Criterion {
  public:
   std::string name() const override { return "movement"; }
+  // Its sums (or its one batch) come from data: every rank's scores are averaged.
+  CriterionNeeds needs() const override { return {.data = true}; }
 
   void observe(const NamedParameters& params) override {
     if (sums_.empty()) {

@@ -1,7 +1,7 @@
 // random: uniform random scores, the baseline every criterion must beat. Seeded by the run's seed
 // and the pruning event, so a run is reproducible.
 #include "core/generator.h"
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 

@@ -1,7 +1,7 @@
 // snip (Lee et al. 2019, "SNIP: single-shot network pruning based on connection sensitivity"):
 // |g * w| on one batch, the first-order effect on the loss of removing a weight. Meant for pruning
 // at initialisation (--prune-schedule oneshot:0), but usable at any step.
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 
@@ -10,6 +10,7 @@ namespace {
 class Snip : public Criterion {
  public:
   std::string name() const override { return "snip"; }
+  CriterionNeeds needs() const override { return {.data = true}; }
   std::vector<Tensor> score(const NamedParameters& params, ScoreContext& context) override {
     PAC_CHECK(context.compute_gradients, "--prune snip needs a batch of data for its gradient");
     context.compute_gradients();

@@ -2,7 +2,7 @@
 // effect on the loss, accumulated over every training step since the last pruning event, so the
 // score reflects many batches instead of one. With no step observed yet (pruning at step 0) it
 // falls back to one batch, as snip.
-#include "prune/criteria/builtin.h"
+#include "prune/criterion.h"
 
 namespace pac::prune {
 
@@ -11,6 +11,7 @@ namespace {
 class Taylor : public Criterion {
  public:
   std::string name() const override { return "taylor"; }
+  CriterionNeeds needs() const override { return {.data = true}; }
 
   void observe(const NamedParameters& params) override {
     if (sums_.empty()) {

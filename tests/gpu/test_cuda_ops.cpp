@@ -96,6 +96,7 @@ TEST_CASE("binary ops with broadcasting, scalar ops and in-place updates") {
 TEST_CASE("unary ops and their derivatives") {
   Inputs x{randn({33, 17}, 7)}, pos{positive({33, 17}, 8)};
   check_against_cpu("neg", x, [](const Inputs& t) { return neg(t[0]); });
+  check_against_cpu("abs", x, [](const Inputs& t) { return abs(t[0]); });
   check_against_cpu("exp", x, [](const Inputs& t) { return exp(t[0]); });
   check_against_cpu("log", pos, [](const Inputs& t) { return log(t[0]); });
   check_against_cpu("sqrt", pos, [](const Inputs& t) { return sqrt(t[0]); });

@@ -1,9 +1,12 @@
 // Pruning across real ranks: masks are identical on every rank after every schedule step, a rank
-// whose mask differs is caught, an error on rank 0 stops every rank, and training a pruned model
-// with pactrain takes the same steps as with dense.
+// whose mask differs is caught, an error on one rank stops every rank, data criteria average
+// every rank's scores, a long scoring pass is not taken for a dead rank, and training a pruned
+// model with pactrain takes the same steps as with dense.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "comm/reducer.h"
 #include "core/generator.h"
@@ -111,22 +114,25 @@ namespace {
 class FailingCriterion : public prune::Criterion {
  public:
   std::string name() const override { return "fails"; }
-  std::vector<Tensor> score(const prune::NamedParameters&, prune::ScoreContext&) override {
-    PAC_FAIL("this criterion always fails");
+  std::vector<Tensor> score(const prune::NamedParameters& params, prune::ScoreContext&) override {
+    PAC_CHECK(world().rank() != 0, "this criterion fails on rank 0");
+    std::vector<Tensor> scores;
+    for (const auto& [name, p] : params) scores.push_back(prune::abs_of(p->data()));
+    return scores;
   }
 };
 
 }  // namespace
 
-TEST_CASE("an error in rank 0's criterion stops every rank") {
+TEST_CASE("an error in one rank's criterion stops every rank") {
   prune::register_criterion("fails", [] { return std::make_unique<FailingCriterion>(); });
   auto model = small_model(4);
   prune::Pruner pruner(*model, {"fails", 0.5, "layer", "oneshot:0", {}, 0, 0}, world_ptr());
   prune::ScoreContext context;
   if (world().rank() == 0)
-    CHECK_THROWS_WITH(pruner.step(0, context), doctest::Contains("always fails"));
+    CHECK_THROWS_WITH(pruner.step(0, context), doctest::Contains("fails on rank 0"));
   else
-    CHECK_THROWS_WITH(pruner.step(0, context), doctest::Contains("rank 0 failed"));
+    CHECK_THROWS_WITH(pruner.step(0, context), doctest::Contains("another rank failed to score"));
 }
 
 TEST_CASE("a pruned model trains the same with pactrain as with dense") {
@@ -224,7 +230,8 @@ TEST_CASE(
         std::make_shared<nn::Tanh>(), std::make_shared<nn::Dropout>(0.2f),
         std::make_shared<nn::Linear>(32, 3)});
     comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
-    prune::Pruner pruner(*model, {criterion, 0.5, "global", "oneshot:1", {}, 0, 0}, world_ptr());
+    prune::Pruner pruner(*model, {criterion, 0.5, "global", "oneshot:1", {}, 0, 0}, world_ptr(),
+                         &reducer);
     optim::Sgd sgd(model->named_parameters(), {0.1f, 0.0f, 0.0f, 0.0f, false});
     for (int64_t step = 0; step < 3; ++step) {
       // The same batch on every rank, so that every rank's batch-norm statistics (which are not
@@ -233,12 +240,10 @@ TEST_CASE(
       Tensor x = g.randn({8, 6});
       Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
       prune::ScoreContext context;
-      // As the trainer does: the criterion's pass is not all-reduced, in training mode.
+      // As the trainer does: a pass in training mode; the Pruner keeps it from being all-reduced.
       context.compute_gradients = [&] {
-        reducer.set_paused(true);
         sgd.zero_grad();
         cross_entropy((*model)(x), y).backward();
-        reducer.set_paused(false);
       };
       Generator::State random = default_generator().state();
       if (pruner.step(step, context).pruned) CHECK(default_generator().state() == random);
@@ -254,6 +259,76 @@ TEST_CASE(
       CHECK(identical_on_every_rank(p->data()));
     }
   }
+}
+
+TEST_CASE("a data criterion scores every rank's own batch, and the masks rank the average") {
+  auto model = small_model(11);
+  comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
+  prune::Pruner pruner(*model, {"snip", 0.5, "global", "oneshot:0", {}, 0, 0}, world_ptr(),
+                       &reducer);
+  Generator g(900 + world().rank());  // each rank its own batch
+  Tensor x = g.randn({8, 6});
+  Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+  auto gradients = [&] {
+    model->zero_grad();
+    cross_entropy((*model)(x), y).backward();
+  };
+  // The scores averaged by hand: this rank's |g * w| (its gradient kept local), then an f64 mean.
+  reducer.set_paused(true);
+  gradients();
+  reducer.set_paused(false);
+  std::vector<double> average;
+  for (const auto& [name, p] : pruner.prunable()) {
+    for (float v : prune::abs_product(p->dense_grad(), p->data()).to_vector()) average.push_back(v);
+  }
+  Tensor mean = Tensor::empty({static_cast<int64_t>(average.size())}, DType::f64);
+  std::copy(average.begin(), average.end(), mean.data<double>());
+  world().all_reduce(mean, comm::ReduceOp::avg)->wait();
+  std::vector<uint8_t> expected(average.size());
+  prune::keep_top(mean.data<double>(), mean.numel(), mean.numel() / 2, expected.data());
+
+  prune::ScoreContext context;
+  context.compute_gradients = gradients;
+  pruner.prune_to(0.5, context);
+  std::vector<uint8_t> kept;
+  for (const auto& [name, p] : pruner.prunable()) {
+    const uint8_t* m = p->mask().data<uint8_t>();
+    kept.insert(kept.end(), m, m + p->numel());
+  }
+  CHECK(kept == expected);
+  for (const auto& [name, p] : pruner.prunable()) CHECK(same_everywhere(*p));
+}
+
+namespace {
+
+// Scores by magnitude after sleeping: rank 0 for 2.5 s, the others for 1.2 s.
+class SlowCriterion : public prune::Criterion {
+ public:
+  std::string name() const override { return "slow"; }
+  std::vector<Tensor> score(const prune::NamedParameters& params, prune::ScoreContext&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(world().rank() == 0 ? 2500 : 1200));
+    std::vector<Tensor> scores;
+    for (const auto& [name, p] : params) scores.push_back(prune::abs_of(p->data()));
+    return scores;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a scoring pass longer than the collective timeout does not read as a dead rank") {
+  // Every rank scores at once, so the others wait only for the difference (1.3 s), and the wait
+  // after scoring is allowed the timeout plus the rank's own scoring time (1 s + 1.2 s). Scoring on
+  // rank 0 alone would have kept the others waiting 2.5 s against a 1 s timeout.
+  prune::register_criterion("slow", [] { return std::make_unique<SlowCriterion>(); });
+  auto model = small_model(12);
+  prune::Pruner pruner(*model, {"slow", 0.5, "layer", "oneshot:0", {}, 0, 0}, world_ptr());
+  const double timeout = world().timeout_s();
+  world().set_timeout(1.0);
+  prune::ScoreContext context;
+  CHECK_NOTHROW(pruner.prune_to(0.5, context));
+  CHECK(world().timeout_s() == 1.0);  // the extension lasts for the event only
+  world().set_timeout(timeout);
+  CHECK(pruner.sparsity() == doctest::Approx(0.5).epsilon(0.02));
 }
 
 TEST_CASE(

@@ -1,6 +1,8 @@
-#include "comm/compressors/options.h"
+#include "core/option_reader.h"
 
-namespace pac::comm {
+#include "core/error.h"
+
+namespace pac {
 
 double OptionReader::number(const std::string& key, double fallback) {
   used_.insert(key);
@@ -12,7 +14,7 @@ double OptionReader::number(const std::string& key, double fallback) {
     PAC_CHECK(end == it->second.size(), "");
     return value;
   } catch (const std::exception&) {
-    PAC_FAIL("--compress-opt {}={} for {}: expected a number", key, it->second, compressor_);
+    PAC_FAIL("{} {}={} for {}: expected a number", flag_, key, it->second, owner_);
   }
 }
 
@@ -22,7 +24,7 @@ bool OptionReader::flag(const std::string& key, bool fallback) {
   if (it == options_.end()) return fallback;
   if (it->second == "true" || it->second == "1") return true;
   if (it->second == "false" || it->second == "0") return false;
-  PAC_FAIL("--compress-opt {}={} for {}: expected true or false", key, it->second, compressor_);
+  PAC_FAIL("{} {}={} for {}: expected true or false", flag_, key, it->second, owner_);
 }
 
 std::string OptionReader::choice(const std::string& key, const std::vector<std::string>& choices) {
@@ -32,15 +34,15 @@ std::string OptionReader::choice(const std::string& key, const std::vector<std::
   for (const auto& c : choices) {
     if (c == it->second) return c;
   }
-  PAC_FAIL("--compress-opt {}={} for {}: expected one of {}", key, it->second, compressor_,
+  PAC_FAIL("{} {}={} for {}: expected one of {}", flag_, key, it->second, owner_,
            fmt::join(choices, ", "));
 }
 
 void OptionReader::finish() const {
   for (const auto& [key, value] : options_) {
-    PAC_CHECK(used_.count(key), "--compress-opt {}: {} has no option '{}' (it takes: {})", key,
-              compressor_, key, fmt::join(used_, ", "));
+    PAC_CHECK(used_.count(key), "{} {}: {} has no option '{}' (it takes: {})", flag_, key, owner_,
+              key, used_.empty() ? "none" : fmt::format("{}", fmt::join(used_, ", ")));
   }
 }
 
-}  // namespace pac::comm
+}  // namespace pac
