@@ -30,7 +30,9 @@ OURS = {
     "fp16": ["--compress", "fp16"],
     "topk": ["--compress", "topk", "--compress-opt", "ratio=0.001", "--compress-opt",
              "momentum=0.9", "--momentum", "0"],
+    "randomk": ["--compress", "randomk", "--compress-opt", "ratio=0.01"],
     "terngrad": ["--compress", "terngrad"],
+    "signsgd": ["--compress", "signsgd"],
     "powersgd2": ["--compress", "powersgd", "--compress-opt", "rank=2", "--compress-opt",
                   "start_iter=2"],
     "powersgd4": ["--compress", "powersgd", "--compress-opt", "rank=4", "--compress-opt",
@@ -78,9 +80,18 @@ def run(cmd, timeout):
     return run_all([cmd], timeout)[0]
 
 
+def mpiexec(ranks):
+    """The launcher for `ranks` ranks: on this machine's shaped loopback (scripts/testbed's shared
+    mode), or one rank per host namespace (hosts mode, each rank its own shaped link)."""
+    cmd = ["mpiexec", "--oversubscribe", "-n", str(ranks)]
+    if os.environ.get("TESTBED_MODE") == "hosts":
+        cmd += ["--hostfile", os.environ["TESTBED_HOSTFILE"], "--mca", "plm_rsh_agent",
+                os.environ["TESTBED_RSH"]]
+    return cmd
+
+
 def calibrate(rate, ranks):
-    out = subprocess.run(["mpiexec", "--oversubscribe", "-n", str(ranks),
-                          os.path.join(BUILD, "bench-allreduce"), "--rate", rate],
+    out = subprocess.run(mpiexec(ranks) + [os.path.join(BUILD, "bench-allreduce"), "--rate", rate],
                          capture_output=True, text=True, check=True).stdout
     print(out.strip(), flush=True)
     m = re.search(r"carried ([0-9.]+) Mbit/s", out)
@@ -94,7 +105,7 @@ def ours(model, method, args, compute_only=False):
     steps = args.steps + args.warmup
     with tempfile.TemporaryDirectory() as tmp:
         def command(metrics, ranks):
-            return ([] if ranks == 1 else ["mpiexec", "--oversubscribe", "-n", str(ranks)]) + [
+            return ([] if ranks == 1 else mpiexec(ranks)) + [
                 os.path.join(BUILD, "pactrain"), "train", *MODELS[model], "--image-size", "28",
                 "--num-classes", "10", "--data", "synthetic",
                 "--synthetic-size", str(args.batch * ranks * (steps + 1)), "--test-subset", "8",
@@ -115,6 +126,8 @@ def ours(model, method, args, compute_only=False):
 
 
 def peer(model, hook, args):
+    if os.environ.get("TESTBED_MODE") == "hosts":
+        raise RuntimeError("the PyTorch peers start their ranks on one host: run them in shared mode")
     out = run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"), "--ranks",
                str(args.ranks), "--steps", str(args.steps), "--batch", str(args.batch), "--models",
                model, "--hook", hook, "--json"], args.timeout)
@@ -153,10 +166,11 @@ def main():
                     r, impl = peer(model, PEERS[method], args), "pytorch"
                 else:
                     r, impl = ours(model, method, args, method == "compute-only"), "pactrain"
-            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, RuntimeError) as e:
                 print(f"{args.rate} {model} {method}: FAILED ({e})", flush=True)
                 continue
-            r.update({"rate": args.rate, "link_mbit": link, "model": model, "method": method,
+            r.update({"rate": args.rate, "mode": os.environ.get("TESTBED_MODE", "unshaped"),
+                      "link_mbit": link, "model": model, "method": method,
                       "impl": impl, "ranks": args.ranks, "batch": args.batch, "steps": args.steps,
                       "date": datetime.date.today().isoformat(), "commit": commit})
             with open(args.out, "a") as f:

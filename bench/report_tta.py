@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""Time to accuracy on a narrow link, from two measurements (bench/run_time_to_accuracy.sh):
+  - each method's learning curve: test accuracy after every epoch and the bytes it sent per step,
+    from its 15-epoch run without shaping (bench/run_accuracy.sh, out/accuracy/RUN.jsonl);
+  - each method's step time on the shaped link, per rate (bench/testbed_bench.py in
+    scripts/testbed, OUT/steps.jsonl): the same model and per-rank batch, a few steps.
+A method's wall time for an epoch is its steps per epoch times its shaped step time. A pruned run
+sends more in its early epochs than with its final masks, which is what the shaped step time was
+measured with, so its epochs before the last pruning event are charged the extra bytes at the
+link's calibrated rate: step time + (that epoch's bytes - the final bytes) / rate. Evaluation time
+is left out (the same for every method). Prints Markdown; --plot draws accuracy against wall time.
+Usage: report_tta.py --curves DIR --steps FILE [--target 0.925] [--model resnet20]
+                     [--plot FILE.svg]"""
+import argparse
+import collections
+import json
+import os
+import sys
+
+# Accuracy runs (bench/run_accuracy.sh names) and the testbed methods that time them.
+METHODS = collections.OrderedDict([
+    ("dense", "dense"), ("fp16", "fp16"), ("topk", "topk"), ("randomk", "randomk"),
+    ("terngrad", "terngrad"), ("powersgd2", "powersgd2"), ("powersgd4", "powersgd4"),
+    ("signsgd", "signsgd"), ("p80", "pactrain80-fp32"), ("t80", "pactrain80-ternary"),
+    ("p90", "pactrain90-fp32"), ("t90", "pactrain90-ternary")])
+LABELS = {"p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pactrain 90% fp32",
+          "t90": "pactrain 90% ternary", "topk": "topk (DGC 0.1%)", "randomk": "randomk (1%)",
+          "powersgd2": "powersgd rank 2", "powersgd4": "powersgd rank 4"}
+
+
+def curve(path):
+    """Per epoch: (test accuracy, mean bytes per step, steps) of one accuracy run."""
+    records = [json.loads(line) for line in open(path) if line.strip()]
+    epochs = sorted((r for r in records if r["kind"] == "epoch"), key=lambda r: r["epoch"])
+    out = []
+    for e in epochs:
+        steps = [r for r in records if r["kind"] == "step" and r["epoch"] == e["epoch"]]
+        sent = sum(r["bytes_sent"] for r in steps) / len(steps) if steps else 0.0
+        out.append((e["test_acc"], sent, e.get("steps", 468)))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--curves", required=True)
+    p.add_argument("--steps", required=True)
+    p.add_argument("--target", type=float, default=0.925)
+    p.add_argument("--model", default="resnet20")
+    p.add_argument("--steps-per-epoch", type=int, default=468)
+    p.add_argument("--plot")
+    args = p.parse_args()
+    timed = {}
+    for line in open(args.steps):
+        r = json.loads(line)
+        if r["model"] == args.model:
+            timed[(r["rate"], r["method"])] = r  # a rerun replaces the earlier one
+    rates = sorted({rate for rate, _ in timed}, key=lambda r: float(r.rstrip("mgbit") or 0) *
+                   (1000 if r.endswith("gbit") else 1))
+    runs = [(run, method) for run, method in METHODS.items()
+            if os.path.exists(os.path.join(args.curves, run + ".jsonl"))]
+    if not runs or not rates:
+        sys.exit("report_tta: no curves in {} or no step times for {} in {}".format(
+            args.curves, args.model, args.steps))
+    series = {}
+    for rate in rates:
+        modes = {timed[(rate, m)].get("mode", "?") for _, m in runs if (rate, m) in timed}
+        link = next(timed[(rate, m)]["link_mbit"] for _, m in runs if (rate, m) in timed)
+        print(f"**{args.model}, {rate}** ({', '.join(sorted(modes))} mode, calibrated "
+              f"{link:.1f} Mbit/s per rank; curves: 15-epoch runs without shaping)\n")
+        print(f"| method | step s on the link | bytes/step (last epoch) | epochs to "
+              f"{100 * args.target:.1f}% | wall s to {100 * args.target:.1f}% | best accuracy | "
+              "wall s for 15 epochs |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        rows = []
+        for run, method in runs:
+            if (rate, method) not in timed:
+                continue
+            t = timed[(rate, method)]
+            epochs = curve(os.path.join(args.curves, run + ".jsonl"))
+            final_bytes = epochs[-1][1]
+            wall, reached, reached_epoch, points = 0.0, None, None, []
+            for i, (acc, sent, _) in enumerate(epochs):
+                extra = max(0.0, sent - final_bytes) * 8 / (link * 1e6)
+                wall += args.steps_per_epoch * (t["step_s"] + extra)
+                points.append((wall, acc))
+                if reached is None and acc >= args.target:
+                    reached, reached_epoch = wall, i + 1
+            best = max(acc for acc, _, _ in epochs)
+            rows.append((reached if reached is not None else float("inf"), run, t, final_bytes,
+                         reached_epoch, reached, best, wall))
+            series[(rate, run)] = points
+        rows.sort(key=lambda row: row[0])
+        for _, run, t, sent, epoch, reached, best, wall in rows:
+            print(f"| {LABELS.get(run, run)} | {t['step_s']:.3f} | {sent:,.0f} | "
+                  f"{epoch if epoch else 'not reached'} | "
+                  f"{f'{reached:,.0f}' if reached else 'not reached'} | {100 * best:.2f}% | "
+                  f"{wall:,.0f} |")
+        print()
+    if args.plot:
+        try:
+            import matplotlib
+        except ImportError:
+            sys.exit("report_tta: --plot needs matplotlib: apt-get install python3-matplotlib")
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4.5), squeeze=False)
+        for ax, rate in zip(axes[0], rates):
+            for run, _ in runs:
+                if (rate, run) in series:
+                    xs, ys = zip(*series[(rate, run)])
+                    ax.plot([x / 3600 for x in xs], [100 * y for y in ys], marker="o",
+                            markersize=3, label=LABELS.get(run, run))
+            ax.axhline(100 * args.target, color="grey", linestyle=":", linewidth=1)
+            ax.set_title(f"{args.model}, 2 ranks, {rate} per rank")
+            ax.set_xlabel("wall time (hours)")
+            ax.set_ylabel("test accuracy (%)")
+            ax.set_ylim(80, 95)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot)
+
+
+if __name__ == "__main__":
+    main()
