@@ -17,7 +17,8 @@ def load(path):
     runs = [json.loads(line) for line in open(path) if line.strip()]
     latest = {}
     for r in runs:  # a rerun replaces the earlier result of the same run
-        latest[(r["model"], r["rate"], r["method"], r["ranks"])] = r
+        r.setdefault("mode", "shared")  # what every run was before hosts mode existed
+        latest[(r["model"], r["rate"], r["method"], r["ranks"], r["mode"])] = r
     return list(latest.values())
 
 
@@ -32,7 +33,8 @@ def table(runs, model, rate, compute_only):
     steps = "/".join(str(n) for n in sorted({r["steps"] for r in rows if "steps" in r}))
     commits = ", ".join(sorted({r["commit"] for r in rows}))
     dates = ", ".join(sorted({r["date"] for r in rows}))
-    out = [f"**{model}, {rate}** (calibrated link {link:.0f} Mbit/s; {rows[0]['ranks']} ranks, "
+    modes = "/".join(sorted({r["mode"] for r in rows}))
+    out = [f"**{model}, {rate}** ({modes} mode, calibrated link {link:.0f} Mbit/s; {rows[0]['ranks']} ranks, "
            f"batch {rows[0]['batch']} per rank{'; timed steps per run ' + steps if steps else ''}; "
            f"{dates}, commit {commits})", "",
            "| method | samples/s | step s | compute / codec / exposed comm s | bytes/step | vs our dense | vs best PyTorch |",

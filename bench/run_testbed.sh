@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The head-to-head on the bandwidth-limited testbed (scripts/testbed, shared mode): at each rate,
+# The head-to-head on the bandwidth-limited testbed (scripts/testbed; by default in hosts mode,
+# every rank on its own shaped link as on a cluster; --mode shared puts them on one): at each rate,
 # the link is calibrated, then ResNet-18 and the ViT train for a few steps with every method,
 # ours (dense, fp16, topk with DGC's settings, terngrad, powersgd rank 2 and 4, pactrain at 80% and
 # 90% as fp32 and ternary) and PyTorch DDP's (allreduce, fp16_compress_hook, powerSGD_hook rank 2
@@ -7,10 +8,12 @@
 # Results are appended to OUT/results.jsonl; bench/report_testbed.py turns them into tables and
 # plots. Needs root (network namespaces).
 #   bench/run_testbed.sh [--rates 100mbit,500mbit,1gbit] [--models resnet18,vit] [--ranks 2]
-#                        [--steps 4] [--batch 32] [--methods LIST] [--out out/testbed]
+#                        [--steps 4] [--batch 32] [--methods LIST] [--mode hosts|shared]
+#                        [--out out/testbed]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-rates=100mbit,500mbit,1gbit models=resnet18,vit ranks=2 steps=4 batch=32 methods="" out="$root/out/testbed"
+rates=100mbit,500mbit,1gbit models=resnet18,vit ranks=2 steps=4 batch=32 methods="" mode=hosts
+out="$root/out/testbed"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rates) rates="$2"; shift 2 ;;
@@ -19,6 +22,7 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
     --methods) methods="$2"; shift 2 ;;
+    --mode) mode="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     *) echo "run_testbed.sh: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -34,7 +38,7 @@ for rate in ${rates//,/ }; do
     list=$(/usr/bin/python3 -c "import sys; sys.path.insert(0, '$root/bench'); import testbed_bench as t; print(','.join((['compute-only'] if $first else []) + list(t.OURS) + list(t.PEERS)))")
   fi
   first=0
-  "$root/scripts/testbed" --rate "$rate" --ranks "$ranks" -- /usr/bin/python3 \
+  "$root/scripts/testbed" --mode "$mode" --rate "$rate" --ranks "$ranks" -- /usr/bin/python3 \
     "$root/bench/testbed_bench.py" --rate "$rate" --out "$out/results.jsonl" --models "$models" \
     --methods "$list" --ranks "$ranks" --steps "$steps" --batch "$batch"
 done

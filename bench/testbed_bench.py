@@ -126,11 +126,19 @@ def ours(model, method, args, compute_only=False):
 
 
 def peer(model, hook, args):
-    if os.environ.get("TESTBED_MODE") == "hosts":
-        raise RuntimeError("the PyTorch peers start their ranks on one host: run them in shared mode")
-    out = run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"), "--ranks",
+    """PyTorch DDP: its ranks spawned here, or in hosts mode one per host (rank i on host
+    10.77.0.(i+1), started through the testbed's rsh agent)."""
+    command = ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"), "--ranks",
                str(args.ranks), "--steps", str(args.steps), "--batch", str(args.batch), "--models",
-               model, "--hook", hook, "--json"], args.timeout)
+               model, "--hook", hook, "--json"]
+    if os.environ.get("TESTBED_MODE") == "hosts":
+        rsh = os.environ["TESTBED_RSH"]
+        outs = run_all([command + ["--rank", "0"]] +
+                       [[rsh, f"10.77.0.{i + 1}", *command, "--rank", str(i)]
+                        for i in range(1, args.ranks)], args.timeout)
+        out = outs[0]
+    else:
+        out = run(command, args.timeout)
     r = json.loads(out.strip().splitlines()[-1])
     return {"samples_per_s": r["samples_per_s"], "step_s": r["step_s"]}
 

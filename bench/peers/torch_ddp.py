@@ -12,8 +12,11 @@ fail at pair.cc:510 op.preamble.length <= op.nbytes. 4608 vs 1044"), which PyTor
 ResNet-18 at every rate and on the ViT now and then. One bucket costs the hook its overlap with
 backward; its messages are small.
 Prints "name seconds_per_step" per model (rank 0), or with --json one JSON object per model with
-step_s and samples_per_s (all ranks together).
-Usage: torch_ddp.py [--ranks N] [--steps S] [--batch B] [--models a,b,c] [--hook H] [--json]"""
+step_s and samples_per_s (all ranks together). With --rank R it runs that one rank only, for
+launchers that start each rank on its own host (scripts/testbed --mode hosts: MASTER_ADDR and
+GLOO_SOCKET_IFNAME come from the environment).
+Usage: torch_ddp.py [--ranks N] [--rank R] [--steps S] [--batch B] [--models a,b,c] [--hook H]
+                    [--json]"""
 import argparse
 import json
 import os
@@ -80,5 +83,11 @@ if __name__ == "__main__":
     parser.add_argument("--models", default="resnet20,resnet18,vit")
     parser.add_argument("--hook", default="allreduce", choices=HOOKS)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rank", type=int, default=None)
     args = parser.parse_args()
-    mp.spawn(worker, args=(args,), nprocs=args.ranks)
+    if args.rank is None:
+        mp.spawn(worker, args=(args,), nprocs=args.ranks)
+    elif 0 <= args.rank < args.ranks:
+        worker(args.rank, args)
+    else:
+        sys.exit(f"torch_ddp: --rank {args.rank} is not in [0, {args.ranks})")
