@@ -6,7 +6,9 @@
 # Usage: bench/run_accuracy.sh [RUN ...]
 #   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary), and the
 #        unpruned baselines: fp16, topk (DGC: 0.1%, momentum correction, the paper's per-epoch
-#        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD)
+#        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD),
+#        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,
+#        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks)
 # With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
 # machine); with --table it only prints the table of the runs already done.
 set -euo pipefail
@@ -30,6 +32,12 @@ steps_per_epoch=468  # 60000 / 128
 for run in "${runs[@]+"${runs[@]}"}"; do
   momentum=(--momentum 0.9 --nesterov)
   case "$run" in
+    torch-allreduce | torch-fp16 | torch-powersgd[24])
+      "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
+      /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$run.jsonl" \
+        --hook "${run#torch-}" --ranks 2 --epochs 15 --batch 64 --lr 0.1 --seed 1 \
+        > "$out/$run.log" 2>&1
+      continue ;;
     dense | fp16 | terngrad | signsgd) extra=(--compress "$run") ;;
     # DGC's momentum correction replaces the optimizer's momentum.
     topk) momentum=(--momentum 0)
@@ -43,7 +51,8 @@ for run in "${runs[@]+"${runs[@]}"}"; do
              --sparsity "0.${run:1:2}" --prune-scope global --prune-exclude conv1.weight
              --prune-schedule "gradual:$steps_per_epoch:$((8 * steps_per_epoch)):117") ;;
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90, fp16, topk," \
-            "randomk, terngrad, powersgd2, powersgd4 or signsgd" >&2; exit 2 ;;
+            "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
+            "powersgd4}" >&2; exit 2 ;;
   esac
   mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${momentum[@]}" "${extra[@]}" \
     --metrics "$out/$run.jsonl" > "$out/$run.log" 2>&1
@@ -51,7 +60,8 @@ done
 
 echo "| run | encoding | sparsity | test accuracy (final) | best epoch | bytes/step per rank (last epoch) |"
 echo "|---|---|---:|---:|---:|---:|"
-for run in dense fp16 topk randomk terngrad powersgd2 powersgd4 signsgd p50 p80 p90 t50 t80 t90; do
+for run in dense fp16 topk randomk terngrad powersgd2 powersgd4 signsgd p50 p80 p90 t50 t80 t90 \
+  torch-allreduce torch-fp16 torch-powersgd2 torch-powersgd4; do
   [ -f "$out/$run.jsonl" ] || continue
   /usr/bin/python3 - "$out/$run.jsonl" "$run" <<'PY'
 import json, sys

@@ -14,6 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 rates=10mbit,100mbit target=0.925 steps=6 plot="" out="$root/out/time-to-accuracy"
 runs=dense,fp16,topk,randomk,terngrad,powersgd2,powersgd4,signsgd,p80,t80,p90,t90
+runs="$runs,torch-fp16,torch-powersgd2,torch-powersgd4"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rates) rates="$2"; shift 2 ;;
@@ -26,6 +27,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "${BUILD_DIR:-}" ] || "$root/scripts/build.sh" >/dev/null
+"$root/scripts/setup.sh" python3-torch python3-torchvision  # the PyTorch DDP peers
 [ -z "$plot" ] || "$root/scripts/setup.sh" python3-matplotlib
 mkdir -p "$out"
 # The testbed's name for each accuracy run.
