@@ -188,6 +188,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train_cmd->add_flag("--skip-nonfinite", o.skip_nonfinite,
                       "skip a step whose loss or gradient is NaN or Inf (default: stop)");
+  train_cmd
+      ->add_option("--sync", o.sync,
+                   "step (all-reduce every step's gradients), local:H (average the parameters "
+                   "every H steps) or diloco:H (an outer Nesterov step on the averaged "
+                   "pseudo-gradient every H steps); the compressor carries what is averaged")
+      ->capture_default_str();
+  train_cmd->add_option("--sync-warmup", o.sync_warmup, "synchronous steps before local ones")
+      ->capture_default_str();
+  train_cmd->add_option("--outer-lr", o.outer_lr, "diloco: the outer learning rate")
+      ->capture_default_str();
+  train_cmd->add_option("--outer-momentum", o.outer_momentum, "diloco: the outer Nesterov momentum")
+      ->capture_default_str();
   add_prune_options(train_cmd, o);
   train_cmd
       ->add_option("--prune-schedule", o.prune_schedule,

@@ -11,6 +11,7 @@
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
 #include "apps/faults.h"
+#include "apps/outer_sync.h"
 #include "apps/train_step.h"
 #include "comm/reducer.h"
 #include "core/allocator.h"
@@ -83,11 +84,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
 void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
                        const models::ModelConfig& config) {
   if (group.size() == 1) return;
-  std::string settings =
-      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config),
-                  o.compress, fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb,
-                  o.batch, o.optimizer, o.seed, o.prune, fmt::join(o.prune_options, ","),
-                  o.sparsity, o.prune_scope, o.prune_schedule, fmt::join(o.prune_exclude, ","));
+  std::string settings = fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_config_json(config),
+      o.compress, fmt::join(o.compress_options, ","), o.bucket_mb, o.first_bucket_mb, o.batch,
+      o.optimizer, o.seed, o.prune, fmt::join(o.prune_options, ","), o.sparsity, o.prune_scope,
+      o.prune_schedule, fmt::join(o.prune_exclude, ","), o.sync, o.sync_warmup, o.outer_lr,
+      o.outer_momentum);
   PAC_CHECK(comm::all_ranks_equal(group, std::hash<std::string>{}(settings)),
             "rank {}: the ranks were started with different settings (model, --compress, "
             "--compress-opt, bucket sizes, --batch, --optimizer, --seed or pruning); start every "
@@ -250,6 +252,20 @@ TrainResult train(const TrainOptions& o) {
     PAC_CHECK(o.prune_exclude.empty(), "--prune-exclude needs --prune");
     PAC_CHECK(o.prune_options.empty(), "--prune-opt needs --prune");
   }
+  std::unique_ptr<OuterSync> outer;
+  SyncOptions sync_options = parse_sync(o.sync);
+  if (sync_options.kind != "step") {
+    PAC_CHECK(world > 1, "--sync {} needs data-parallel ranks (mpirun -np N ...)", o.sync);
+    PAC_CHECK(o.resume.empty() && o.checkpoint_every == 0,
+              "--sync {}: a checkpoint inside the run would not hold the anchor and the outer "
+              "optimizer's state, so --resume and --checkpoint-every are refused with it (the "
+              "checkpoint at the end, after the last synchronisation, is complete)",
+              o.sync);
+    sync_options.warmup = o.sync_warmup;
+    sync_options.outer_lr = o.outer_lr;
+    sync_options.outer_momentum = o.outer_momentum;
+    outer = std::make_unique<OuterSync>(*model, *reducer, group, sync_options);
+  }
   prune::ReportOptions report_options{
       {1, config.in_channels, config.image_size, config.image_size},
       o.bucket_mb,
@@ -337,6 +353,7 @@ TrainResult train(const TrainOptions& o) {
         };
         pruned = pruner->step(position.step, context);
         if (pruned.rewound) optimizer->reset_state();
+        if (pruned.pruned && outer) outer->masks_changed();
         if (pruned.pruned && !quiet && !show_bar) {
           std::printf("step %ld: pruned to %.1f%% sparsity%s\n", static_cast<long>(position.step),
                       100.0 * pruner->sparsity(), pruned.rewound ? ", weights rewound" : "");
@@ -353,9 +370,24 @@ TrainResult train(const TrainOptions& o) {
       StepSettings settings{o.label_smoothing, o.clip_grad, nullptr,
                             fault.due("nan-loss", position.step, rank)};
       if (pruner) settings.after_reduce = [&] { pruner->observe(); };
-      StepOutcome outcome = train_step(*model, params, *optimizer, reducer.get(), batch, settings);
+      // A local step (local SGD, DiLoCo) reduces nothing: this rank checks its own gradients.
+      const bool local = outer && outer->begin_step(position.step);
+      StepOutcome outcome =
+          train_step(*model, params, *optimizer, local ? nullptr : reducer.get(), batch, settings);
       const float value = outcome.loss;
-      const comm::ReducerStepStats& comm_stats = outcome.comm;
+      comm::ReducerStepStats comm_stats = outcome.comm;
+      // The end of a period, of an epoch (so that the model evaluated is the ranks' common one)
+      // or of the run: the ranks agree again.
+      double outer_s = 0.0;
+      if (outer && outer->pending() > 0 &&
+          (outer->due(position.step + 1) || b + 1 == batches || position.step + 1 == total_steps)) {
+        auto outer_start = Clock::now();
+        comm::ReducerStepStats synced = outer->synchronise();
+        outer_s = seconds_since(outer_start);
+        comm_stats.bytes_sent += synced.bytes_sent;
+        comm_stats.codec_s += synced.codec_s;
+        comm_stats.comm_exposed_s += outer_s - synced.codec_s;
+      }
       const bool skip = outcome.skipped;
       if (reducer && pruned.pruned && !quiet && !show_bar) {
         std::string plan = reducer->compressor().describe_buckets();
@@ -390,7 +422,8 @@ TrainResult train(const TrainOptions& o) {
       samples += static_cast<double>(batch.labels.numel() * world);
       double step_s = seconds_since(step_start);
       double samples_per_s = batch.labels.numel() / std::max(step_s, 1e-9);
-      if (position.step % o.log_every == 0 || b + 1 == batches || position.step == total_steps) {
+      if (position.step % o.log_every == 0 || b + 1 == batches || position.step == total_steps ||
+          outer_s > 0.0) {
         metrics.write(
             {{"kind", "step"},
              {"step", position.step},
@@ -403,6 +436,7 @@ TrainResult train(const TrainOptions& o) {
              {"compute_s", std::max(0.0, step_s - comm_stats.comm_exposed_s - comm_stats.codec_s)},
              {"codec_s", comm_stats.codec_s},
              {"comm_exposed_s", comm_stats.comm_exposed_s},
+             {"outer_s", outer_s},
              {"codec_kernels", comm_stats.codec_kernels},
              {"gradient_passes", counted_passes() - passes_before},
              {"allocations", cpu_allocator_stats().allocations - allocations_before},

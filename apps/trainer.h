@@ -42,6 +42,10 @@ struct TrainOptions {
   bool allow_unused_parameters = false;
   double comm_timeout = 60.0;   // seconds one collective may wait before the peers count as dead
   bool skip_nonfinite = false;  // skip a step whose loss or gradient is NaN/Inf instead of stopping
+  // How often the ranks agree (apps/outer_sync.h): step, local:H or diloco:H.
+  std::string sync = "step";
+  int64_t sync_warmup = 0;
+  float outer_lr = 0.7f, outer_momentum = 0.9f;
 
   // Pruning (prune/): a criterion name turns it on.
   std::string prune;

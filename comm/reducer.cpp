@@ -140,6 +140,18 @@ void Reducer::follow_masks() {
   }
 }
 
+ReducerStepStats Reducer::reduce_now(const std::function<void()>& fill) {
+  PAC_CHECK(!paused_, "reducer: reduce_now() while paused");
+  PAC_CHECK(!step_started_, "reducer: reduce_now() in the middle of a backward pass");
+  step_started_ = true;
+  follow_masks();
+  fill();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t e = 0; e < buckets_[b].entries.size(); ++e) mark_ready(b, e);
+  }
+  return finalize(true);
+}
+
 void Reducer::load_compressor_state(const StateDict& state) {
   follow_masks();
   compressor_->load_state(state, buckets_, *group_);

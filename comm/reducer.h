@@ -9,6 +9,7 @@
 // all-reduces run while backward goes on. finalize() waits for all of them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,6 +61,13 @@ class Reducer {
   // While paused, backward passes are not reduced (the gradients stay local): for a pruning
   // criterion's gradient pass on one rank only. Call finalize() only while not paused.
   void set_paused(bool paused) { paused_ = paused; }
+  bool paused() const { return paused_; }
+
+  // Reduces what `fill` writes into the parameters' gradients, as if one backward pass had
+  // produced them all, and waits (finalize()): for averaging something other than a step's
+  // gradients through the same buckets and compressor, such as local SGD's and DiLoCo's
+  // pseudo-gradient. The buckets follow the masks before `fill` runs. Not while paused.
+  ReducerStepStats reduce_now(const std::function<void()>& fill);
 
   // Restores the compressor's checkpointed state (Compressor::load_state) for the buckets as the
   // parameters' current masks lay them out: call it after the checkpoint's masks are installed.

@@ -351,6 +351,7 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
   const auto start = std::chrono::steady_clock::now();
   {
     ModelSnapshot snapshot(model_);
+    const bool was_paused = reducer_ && reducer_->paused();  // local SGD pauses it between syncs
     if (reducer_) reducer_->set_paused(true);
     try {
       scores = checked_scores(criterion_->score(prunable_, context));
@@ -358,7 +359,7 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
       failure = std::current_exception();
     }
     snapshot.restore();
-    if (reducer_) reducer_->set_paused(false);
+    if (reducer_) reducer_->set_paused(was_paused);
   }
   if (group_->size() == 1) {
     if (failure) std::rethrow_exception(failure);

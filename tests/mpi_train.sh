@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # End-to-end data-parallel check: 2 ranks train ResNet-20 on a Fashion-MNIST subset with the given
 # compressor, and the mean loss of the last 4 steps must be below 80% of the first 4.
-# Usage: tests/mpi_train.sh PACTRAIN MPIEXEC COMPRESSOR [KEY=VALUE ...]   (compressor options)
+# Usage: tests/mpi_train.sh PACTRAIN MPIEXEC COMPRESSOR [KEY=VALUE ...] [-- TRAIN OPTION ...]
+#        (compressor options, then options of `pactrain train`, e.g. -- --sync diloco:4)
 set -euo pipefail
 pactrain="$1" mpiexec="$2" compressor="$3"
 shift 3
 options=()
-for kv in "$@"; do options+=(--compress-opt "$kv"); done
+while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=(--compress-opt "$1"); shift; done
+[ $# -gt 0 ] && shift  # the --
+options+=("$@")
 metrics="$(mktemp)"
 trap 'rm -f "$metrics"' EXIT
 "$mpiexec" --oversubscribe -n 2 "$pactrain" train --model resnet20 --data fashion-mnist \

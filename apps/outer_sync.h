@@ -1,0 +1,66 @@
+// Communicating less often: local SGD and DiLoCo. Between synchronisations every rank trains on
+// its own (the Reducer paused, nothing all-reduced); every H steps the ranks agree again.
+//   local:H   post-local SGD (Lin et al. 2020; PyTorch's PeriodicModelAverager): the parameters
+//             are averaged.
+//   diloco:H  DiLoCo (Douillard et al. 2023): the pseudo-gradient anchor - local, averaged over the
+//             ranks, takes an outer step of SGD with Nesterov momentum from the anchor (the
+//             parameters at the last synchronisation), whose result every rank continues from.
+// Averaging the parameters is the outer step with learning rate 1 and no momentum, so both go the
+// same way: the pseudo-gradient is written into the parameters' gradients and reduced by the
+// Reducer, through its buckets and compressor. With pruning masks it is exactly zero at pruned
+// entries on every rank, so pactrain sends only the kept ones (ternary-coded with error feedback
+// if asked): fewer synchronisations, times fewer values, times fewer bits. Buffers (batch-norm
+// statistics) are averaged at every synchronisation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/reducer.h"
+#include "optim/sgd.h"
+
+namespace pac {
+
+struct SyncOptions {
+  std::string kind = "step";                     // step (every step's gradients), local or diloco
+  int64_t every = 1;                             // H: inner steps between synchronisations
+  int64_t warmup = 0;                            // synchronous steps before the first local one
+  float outer_lr = 0.7f, outer_momentum = 0.9f;  // diloco's outer SGD (Nesterov)
+};
+
+// "step", "local:H" or "diloco:H"; a clear error for anything else.
+SyncOptions parse_sync(const std::string& spec);
+
+class OuterSync {
+ public:
+  // Call once the ranks' parameters are identical (after the Reducer is built).
+  OuterSync(nn::Module& model, comm::Reducer& reducer, comm::ProcessGroupPtr group,
+            const SyncOptions& options);
+
+  // Whether training step `step` (0-based) runs on this rank alone. Pauses or resumes the
+  // Reducer to match; at the end of the warm-up it takes the anchor.
+  bool begin_step(int64_t step);
+  // After a local step: whether `steps_done` ends a period.
+  bool due(int64_t steps_done) const;
+  // Synchronises now (the end of a period, or of an epoch, so that the model evaluated is the
+  // ranks' common one). Returns what the all-reduce of the pseudo-gradient cost.
+  comm::ReducerStepStats synchronise();
+  // Local steps since the last synchronisation.
+  int64_t pending() const { return pending_; }
+  // After a pruning event: the anchor loses the pruned entries too.
+  void masks_changed();
+  const SyncOptions& options() const { return options_; }
+
+ private:
+  nn::Module& model_;
+  comm::Reducer& reducer_;
+  comm::ProcessGroupPtr group_;
+  SyncOptions options_;
+  optim::NamedParameters params_;
+  std::vector<Tensor> anchor_;  // the parameters at the last synchronisation
+  std::unique_ptr<optim::Sgd> outer_;
+  int64_t pending_ = 0;
+};
+
+}  // namespace pac

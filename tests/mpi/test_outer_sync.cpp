@@ -1,0 +1,159 @@
+// Local SGD and DiLoCo across real ranks: local steps send nothing; a synchronisation leaves every
+// rank with the average of the ranks' parameters (local:H) or with the outer Nesterov step on the
+// averaged pseudo-gradient (diloco:H); and on a pruned model pactrain carries the pseudo-gradient
+// compact, to the same result as dense.
+#include <doctest/doctest.h>
+
+#include "apps/outer_sync.h"
+#include "comm/reducer.h"
+#include "core/autograd.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "tests/mpi/world.h"
+
+using namespace pac;
+using pac::testing::small_model;
+using pac::testing::world;
+using pac::testing::world_ptr;
+
+namespace {
+
+// One step of plain SGD on this rank's own batch (the Reducer is paused by begin_step()).
+void local_step(nn::Module& model, optim::Sgd& sgd, uint64_t seed) {
+  Generator g(seed + 1000 * static_cast<uint64_t>(world().rank()));
+  Tensor x = g.randn({8, 6});
+  Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+  sgd.zero_grad();
+  cross_entropy(model(x), y).backward();
+  sgd.step();
+}
+
+// Every parameter's values, averaged over the ranks in f64.
+std::vector<std::vector<double>> averaged(const nn::Module& model) {
+  std::vector<std::vector<double>> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    Tensor t = p->data().to(DType::f64);
+    world().all_reduce(t, comm::ReduceOp::avg)->wait();
+    out.emplace_back(t.data<double>(), t.data<double>() + t.numel());
+  }
+  return out;
+}
+
+bool same_on_every_rank(const Tensor& t) {
+  Tensor high = t.clone(), low = neg(t);
+  world().all_reduce(high, comm::ReduceOp::max)->wait();
+  world().all_reduce(low, comm::ReduceOp::max)->wait();
+  auto mine = t.to_vector(), h = high.to_vector(), l = low.to_vector();
+  for (size_t j = 0; j < mine.size(); ++j) {
+    if (h[j] != mine[j] || -l[j] != mine[j]) return false;
+  }
+  return true;
+}
+
+SyncOptions sync(const std::string& spec) {
+  SyncOptions o = parse_sync(spec);
+  o.outer_lr = 0.7f;
+  o.outer_momentum = 0.9f;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("--sync is parsed, and a bad one refused") {
+  CHECK(parse_sync("step").kind == "step");
+  CHECK(parse_sync("diloco:32").every == 32);
+  CHECK_THROWS_WITH_AS(parse_sync("diloco"), doctest::Contains("expected step, local:H or"), Error);
+  CHECK_THROWS_WITH_AS(parse_sync("local:0"), doctest::Contains("H must be at least 1"), Error);
+  CHECK_THROWS_WITH_AS(parse_sync("local:4x"), doctest::Contains("whole number"), Error);
+}
+
+TEST_CASE("local SGD: local steps send nothing; a synchronisation averages the parameters") {
+  auto model = small_model(31);
+  comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
+  optim::Sgd sgd(model->named_parameters(), {0.1f, 0.9f});
+  OuterSync outer(*model, reducer, world_ptr(), sync("local:3"));
+  const uint64_t before = world().bytes_sent();
+  for (int64_t step = 0; step < 3; ++step) {
+    REQUIRE(outer.begin_step(step));
+    local_step(*model, sgd, 40 + step);
+    CHECK(outer.due(step + 1) == (step == 2));
+  }
+  CHECK(world().bytes_sent() == before);  // nothing went over the wire
+  auto expected = averaged(*model);
+  comm::ReducerStepStats stats = outer.synchronise();
+  CHECK(stats.bytes_sent > 0);
+  auto named = model->named_parameters();
+  for (size_t i = 0; i < named.size(); ++i) {
+    CAPTURE(named[i].first);
+    CHECK(same_on_every_rank(named[i].second->data()));
+    auto now = named[i].second->data().to_vector();
+    for (size_t j = 0; j < now.size(); ++j)
+      REQUIRE(now[j] == doctest::Approx(expected[i][j]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("DiLoCo: an outer Nesterov step from the anchor along the averaged pseudo-gradient") {
+  auto model = small_model(32);
+  comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
+  optim::Sgd sgd(model->named_parameters(), {0.1f, 0.0f});
+  std::vector<Tensor> anchor;
+  for (const auto& [name, p] : model->named_parameters()) anchor.push_back(p->data().clone());
+  OuterSync outer(*model, reducer, world_ptr(), sync("diloco:2"));
+  for (int64_t step = 0; step < 2; ++step) {
+    outer.begin_step(step);
+    local_step(*model, sgd, 60 + step);
+  }
+  auto mean = averaged(*model);
+  outer.synchronise();
+  // PyTorch's SGD on its first step: buffer = g, update = g + momentum * buffer.
+  auto named = model->named_parameters();
+  for (size_t i = 0; i < named.size(); ++i) {
+    CAPTURE(named[i].first);
+    auto now = named[i].second->data().to_vector(), start = anchor[i].to_vector();
+    for (size_t j = 0; j < now.size(); ++j) {
+      const double delta = start[j] - mean[i][j];
+      REQUIRE(now[j] == doctest::Approx(start[j] - 0.7 * 1.9 * delta).epsilon(1e-4));
+    }
+  }
+}
+
+TEST_CASE("DiLoCo on a pruned model: the pseudo-gradient travels compact, to dense's result") {
+  std::map<std::string, std::vector<std::vector<float>>> result;
+  std::map<std::string, uint64_t> bytes;
+  int64_t total = 0, kept = 0;
+  for (const std::string compressor : {"dense", "pactrain"}) {
+    auto model = small_model(33);
+    uint64_t seed = 90;  // the same masks on every rank
+    for (auto& [name, p] : model->named_parameters())
+      if (p->shape().size() == 2) p->set_mask(Generator(seed++).bernoulli(p->shape(), 0.3f));
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor(compressor, {}));
+    optim::Sgd sgd(model->named_parameters(), {0.1f, 0.9f});
+    OuterSync outer(*model, reducer, world_ptr(), sync("diloco:2"));
+    for (int64_t step = 0; step < 4; ++step) {
+      outer.begin_step(step);
+      local_step(*model, sgd, 80 + step);
+      if (outer.due(step + 1)) bytes[compressor] += outer.synchronise().bytes_sent;
+    }
+    total = kept = 0;
+    for (auto& [name, p] : model->named_parameters()) {
+      total += p->numel();
+      kept += p->kept_count();
+      result[compressor].push_back(p->data().to_vector());
+      if (!p->has_mask()) continue;
+      auto w = p->data().to_vector();
+      const uint8_t* m = p->mask().data<uint8_t>();
+      for (size_t j = 0; j < w.size(); ++j) {
+        if (!m[j]) REQUIRE(w[j] == 0.0f);
+      }
+    }
+  }
+  // Two synchronisations of a ring all-reduce: 2 (P - 1) / P of the f32 payload each, which is
+  // the kept entries only (every compressor's buckets are compact), not every entry.
+  const double ring = 2.0 * (world().size() - 1) / world().size();
+  CHECK(bytes["pactrain"] <= 2 * ring * 4 * kept + 64);
+  CHECK(bytes["pactrain"] < 0.5 * 2 * ring * 4 * total);
+  for (size_t i = 0; i < result["dense"].size(); ++i) {
+    for (size_t j = 0; j < result["dense"][i].size(); ++j)
+      REQUIRE(result["pactrain"][i][j] == doctest::Approx(result["dense"][i][j]).epsilon(1e-5));
+  }
+}
