@@ -8,7 +8,9 @@
 #        unpruned baselines: fp16, topk (DGC: 0.1%, momentum correction, the paper's per-epoch
 #        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD),
 #        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,
-#        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks)
+#        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks);
+#        communicating every H steps (docs/local-sgd.md): localH, dilocoH (dense), p80-dilocoH,
+#        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32
 # With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
 # machine); with --table it only prints the table of the runs already done.
 set -euo pipefail
@@ -31,31 +33,39 @@ steps_per_epoch=468  # 60000 / 128
 
 for run in "${runs[@]+"${runs[@]}"}"; do
   momentum=(--momentum 0.9 --nesterov)
-  case "$run" in
-    torch-allreduce | torch-fp16 | torch-powersgd[24])
+  # A -localH or -dilocoH suffix (or the whole name) synchronises every H steps.
+  sync=step base="$run"
+  if [[ "$run" =~ ^(.*-)?(local|diloco)([0-9]+)$ ]]; then
+    sync="${BASH_REMATCH[2]}:${BASH_REMATCH[3]}"
+    base="${BASH_REMATCH[1]%-}"
+    [ -n "$base" ] || base=dense
+  fi
+  case "$base" in
+    torch | torch-allreduce | torch-fp16 | torch-powersgd[24])
       "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
+      hook="${base#torch}" hook="${hook#-}"
       /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$run.jsonl" \
-        --hook "${run#torch-}" --ranks 2 --epochs 15 --batch 64 --lr 0.1 --seed 1 \
+        --hook "${hook:-allreduce}" --sync "$sync" --ranks 2 --epochs 15 --batch 64 --lr 0.1 --seed 1 \
         > "$out/$run.log" 2>&1
       continue ;;
-    dense | fp16 | terngrad | signsgd) extra=(--compress "$run") ;;
+    dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
     # DGC's momentum correction replaces the optimizer's momentum.
     topk) momentum=(--momentum 0)
           extra=(--compress topk --compress-opt ratio=0.001 --compress-opt momentum=0.9
                  --compress-opt warmup_epochs=4 --compress-opt "epoch_steps=$steps_per_epoch") ;;
     randomk) extra=(--compress randomk --compress-opt ratio=0.01) ;;
-    powersgd[0-9]) extra=(--compress powersgd --compress-opt "rank=${run#powersgd}") ;;
+    powersgd[0-9]) extra=(--compress powersgd --compress-opt "rank=${base#powersgd}") ;;
     [pt][0-9][0-9])
-      enc=fp32; [ "${run:0:1}" = t ] && enc=ternary
+      enc=fp32; [ "${base:0:1}" = t ] && enc=ternary
       extra=(--compress pactrain --compress-opt "enc=$enc" --prune magnitude
-             --sparsity "0.${run:1:2}" --prune-scope global --prune-exclude conv1.weight
+             --sparsity "0.${base:1:2}" --prune-scope global --prune-exclude conv1.weight
              --prune-schedule "gradual:$steps_per_epoch:$((8 * steps_per_epoch)):117") ;;
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90, fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
-            "powersgd4}" >&2; exit 2 ;;
+            "powersgd4}, optionally with -localH or -dilocoH" >&2; exit 2 ;;
   esac
   mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${momentum[@]}" "${extra[@]}" \
-    --metrics "$out/$run.jsonl" > "$out/$run.log" 2>&1
+    --sync "$sync" --metrics "$out/$run.jsonl" > "$out/$run.log" 2>&1
 done
 
 echo "| run | encoding | sparsity | test accuracy (final) | best epoch | bytes/step per rank (last epoch) |"

@@ -11,9 +11,16 @@ epoch). Writes the metrics file pactrain's trainer writes (one JSON object per l
 records every 50 steps with loss and bytes_sent, the bytes the hook puts on the wire per rank and
 step from the hook's formula for a ring all-reduce, not measured; "epoch" records with test_acc
 and wall_s), so bench/report_tta.py reads both.
+--sync local:H is PyTorch's post-local SGD (post_localSGD_hook with one-rank subgroups, so
+local steps communicate nothing, and PostLocalSGDOptimizer with a PeriodicModelAverager of period
+H after --sync-warmup steps); --sync diloco:H is DiLoCo written out (no DDP: every H steps the
+pseudo-gradient anchor - local is averaged with one all-reduce per tensor and an outer SGD with
+Nesterov momentum, --outer-lr and --outer-momentum, steps from the anchor; buffers averaged), as
+pactrain's --sync diloco:H.
 Usage: torch_train.py --metrics FILE [--ranks 2] [--epochs 15] [--batch 64] [--lr 0.1]
                       [--hook allreduce|fp16|powersgd2|powersgd4] [--seed 1] [--max-steps N]
-                      [--data-dir /usr/share/datasets/fashion-mnist]"""
+                      [--sync step|local:H|diloco:H] [--sync-warmup N] [--outer-lr 0.7]
+                      [--outer-momentum 0.9] [--data-dir /usr/share/datasets/fashion-mnist]"""
 import argparse
 import gzip
 import json
@@ -93,22 +100,42 @@ def worker(rank, args):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
     model, _ = torch_step.make("resnet20")
-    ddp = torch.nn.parallel.DistributedDataParallel(
-        model, broadcast_buffers=False,
-        **({"bucket_cap_mb": 1 << 12} if args.hook.startswith("powersgd") else {}))
-    torch_ddp.attach_hook(ddp, args.hook)
+    kind, every = (args.sync.split(":") + ["1"])[:2]
+    every = int(every)
+    if kind == "diloco":
+        ddp = model  # local steps only; the synchronisation below is the communication
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, broadcast_buffers=False,
+            **({"bucket_cap_mb": 1 << 12} if args.hook.startswith("powersgd") else {}))
+        torch_ddp.attach_hook(ddp, args.hook)
+    if kind == "local":
+        from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as local_sgd
+        # A one-rank group per rank (new_subgroups needs CUDA in PyTorch 1.13): every rank creates
+        # every group, and keeps its own.
+        alone = [dist.new_group([r]) for r in range(args.ranks)][rank]
+        ddp.register_comm_hook(local_sgd.PostLocalSGDState(None, alone, args.sync_warmup),
+                               local_sgd.post_localSGD_hook)
     train_x, train_y = load(args.data_dir, "train")
     test_x, test_y = load(args.data_dir, "t10k")
     steps_per_epoch = len(train_x) // (args.batch * args.ranks)
     total = args.epochs * steps_per_epoch
     if args.max_steps:
         total = min(total, args.max_steps)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True,
-                          weight_decay=5e-4)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=total)
-    sent = wire_bytes(model, args.hook, args.ranks)
+    inner = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True,
+                            weight_decay=5e-4)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(inner, max_lr=args.lr, total_steps=total)
+    opt = inner
+    if kind == "local":
+        from torch.distributed.algorithms.model_averaging import averagers
+        from torch.distributed.optim import PostLocalSGDOptimizer
+        opt = PostLocalSGDOptimizer(inner, averagers.PeriodicModelAverager(every, args.sync_warmup))
+    anchor = [p.detach().clone() for p in model.parameters()]
+    outer = torch.optim.SGD(anchor, lr=args.outer_lr, momentum=args.outer_momentum,
+                            nesterov=args.outer_momentum > 0)
+    sent = wire_bytes(model, "allreduce" if kind != "step" else args.hook, args.ranks) / every
     out = open(args.metrics, "w") if rank == 0 else None
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
     start, step = time.perf_counter(), 0
@@ -130,6 +157,19 @@ def worker(rank, args):
             opt.step()
             schedule.step()
             step += 1
+            if kind == "diloco" and (step % every == 0 or b + 1 == steps_per_epoch or step == total):
+                with torch.no_grad():
+                    for a, p in zip(anchor, model.parameters()):
+                        a.grad = a - p
+                        dist.all_reduce(a.grad)
+                        a.grad /= args.ranks
+                    outer.step()
+                    for a, p in zip(anchor, model.parameters()):
+                        p.copy_(a)
+                    for buffer in model.buffers():
+                        if buffer.is_floating_point():
+                            dist.all_reduce(buffer)
+                            buffer /= args.ranks
             if out and (step % 50 == 0 or b + 1 == steps_per_epoch):
                 out.write(json.dumps({"kind": "step", "step": step, "epoch": epoch,
                                       "loss": loss.item(), "bytes_sent": sent}) + "\n")
@@ -159,5 +199,15 @@ if __name__ == "__main__":
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--sync", default="step")
+    p.add_argument("--sync-warmup", type=int, default=0)
+    p.add_argument("--outer-lr", type=float, default=0.7)
+    p.add_argument("--outer-momentum", type=float, default=0.9)
     args = p.parse_args()
+    kind = args.sync.split(":")[0]
+    if args.sync != "step" and (kind not in ("local", "diloco") or not args.sync[len(kind) + 1:].isdigit()
+                                or int(args.sync[len(kind) + 1:]) < 1):
+        sys.exit(f"torch_train: --sync '{args.sync}' is not known; expected step, local:H or diloco:H")
+    if args.sync != "step" and args.hook != "allreduce":
+        sys.exit("torch_train: --sync local|diloco averages with plain all-reduces; leave out --hook")
     mp.spawn(worker, args=(args,), nprocs=args.ranks)
