@@ -15,6 +15,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import sys
 
 # Accuracy runs (bench/run_accuracy.sh names) and the testbed methods that time them.
@@ -31,6 +32,23 @@ LABELS = {"p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pac
           "torch-allreduce": "PyTorch DDP", "torch-fp16": "PyTorch DDP fp16 hook",
           "torch-powersgd2": "PyTorch DDP PowerSGD rank 2",
           "torch-powersgd4": "PyTorch DDP PowerSGD rank 4"}
+
+
+def testbed_method(run):
+    """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
+    (a bare localH / dilocoH is dense's)."""
+    m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
+    if not m:
+        return METHODS.get(run)
+    base = METHODS.get(m.group(1) or "dense")
+    return f"{base}-{m.group(2)}{m.group(3)}" if base else None
+
+
+def label(run):
+    m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
+    if not m:
+        return LABELS.get(run, run)
+    return f"{LABELS.get(m.group(1) or 'dense', m.group(1) or 'dense')}, {m.group(2)}:{m.group(3)}"
 
 
 def curve(path):
@@ -61,8 +79,11 @@ def main():
             timed[(r["rate"], r["method"])] = r  # a rerun replaces the earlier one
     rates = sorted({rate for rate, _ in timed}, key=lambda r: float(r.rstrip("mgbit") or 0) *
                    (1000 if r.endswith("gbit") else 1))
-    runs = [(run, method) for run, method in METHODS.items()
-            if os.path.exists(os.path.join(args.curves, run + ".jsonl"))]
+    runs = []
+    for name in sorted(os.listdir(args.curves)):
+        run = name[:-len(".jsonl")] if name.endswith(".jsonl") else None
+        if run and testbed_method(run):
+            runs.append((run, testbed_method(run)))
     if not runs or not rates:
         sys.exit("report_tta: no curves in {} or no step times for {} in {}".format(
             args.curves, args.model, args.steps))
@@ -96,7 +117,7 @@ def main():
             series[(rate, run)] = points
         rows.sort(key=lambda row: row[0])
         for _, run, t, sent, epoch, reached, best, wall in rows:
-            print(f"| {LABELS.get(run, run)} | {t['step_s']:.3f} | {sent:,.0f} | "
+            print(f"| {label(run)} | {t['step_s']:.3f} | {sent:,.0f} | "
                   f"{epoch if epoch else 'not reached'} | "
                   f"{f'{reached:,.0f}' if reached else 'not reached'} | {100 * best:.2f}% | "
                   f"{wall:,.0f} |")
@@ -114,7 +135,7 @@ def main():
                 if (rate, run) in series:
                     xs, ys = zip(*series[(rate, run)])
                     ax.plot([x / 3600 for x in xs], [100 * y for y in ys], marker="o",
-                            markersize=3, label=LABELS.get(run, run))
+                            markersize=3, label=label(run))
             ax.axhline(100 * args.target, color="grey", linestyle=":", linewidth=1)
             ax.set_title(f"{args.model}, 2 ranks, {rate} per rank")
             ax.set_xlabel("wall time (hours)")

@@ -32,16 +32,14 @@ done
 mkdir -p "$out"
 # The testbed's name for each accuracy run.
 method_of() {
-  case "$1" in
-    p80 | p90) echo "pactrain${1:1}-fp32" ;;
-    t80 | t90) echo "pactrain${1:1}-ternary" ;;
-    *) echo "$1" ;;
-  esac
+  /usr/bin/python3 -c "import sys; sys.path.insert(0, '$root/bench'); import report_tta as r; print(r.testbed_method('$1') or '')"
 }
 methods=""
 for run in ${runs//,/ }; do
+  method="$(method_of "$run")"
+  [ -n "$method" ] || { echo "run_time_to_accuracy.sh: no testbed method times '$run'" >&2; exit 2; }
   [ -f "$root/out/accuracy/$run.jsonl" ] || BUILD_DIR="$build" "$root/bench/run_accuracy.sh" "$run"
-  methods="$methods${methods:+,}$(method_of "$run")"
+  methods="$methods${methods:+,}$method"
 done
 for rate in ${rates//,/ }; do
   "$root/scripts/testbed" --mode hosts --rate "$rate" --ranks 2 -- /usr/bin/python3 \

@@ -98,11 +98,24 @@ def calibrate(rate, ranks):
     return float(m.group(1)) if m else None
 
 
+def split_sync(method):
+    """'pactrain80-ternary-diloco32' -> ('pactrain80-ternary', ['--sync', 'diloco:32'], 32)."""
+    m = re.match(r"^(.*)-(local|diloco)([0-9]+)$", method)
+    if not m:
+        return method, [], 1
+    return m.group(1), ["--sync", f"{m.group(2)}:{m.group(3)}"], int(m.group(3))
+
+
 def ours(model, method, args, compute_only=False):
     """Our trainer under mpiexec; compute-only: one process per rank, each training alone (no
     communication), all at the same time, so that they share the cores as the ranks of a real run
-    do (with more ranks than cores, each gets a part of one)."""
-    steps = args.steps + args.warmup
+    do (with more ranks than cores, each gets a part of one). A method with a -localH or -dilocoH
+    suffix synchronises every H steps, and is timed over whole periods."""
+    method, sync, period = split_sync(method)
+    # With a period, the first one is left out and whole periods are timed, so that the run ends
+    # on a synchronisation and no extra one (the end of the run's) falls in the window.
+    warmup = period if sync else args.warmup
+    steps = -(-args.steps // period) * period + warmup
     with tempfile.TemporaryDirectory() as tmp:
         def command(metrics, ranks):
             return ([] if ranks == 1 else mpiexec(ranks)) + [
@@ -111,12 +124,12 @@ def ours(model, method, args, compute_only=False):
                 "--synthetic-size", str(args.batch * ranks * (steps + 1)), "--test-subset", "8",
                 "--batch", str(args.batch), "--max-steps", str(steps), "--epochs", "1",
                 "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
-                *(OURS["dense"] if compute_only else OURS[method])]
+                *(OURS["dense"] if compute_only else OURS[method] + sync)]
         files = [os.path.join(tmp, f"metrics{i}.jsonl")
                  for i in range(args.ranks if compute_only else 1)]
         run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)
         records = [json.loads(line) for f in files for line in open(f)]
-    steps_ = [r for r in records if r["kind"] == "step" and r["step"] > args.warmup]
+    steps_ = [r for r in records if r["kind"] == "step" and r["step"] > warmup]
     mean = lambda key: sum(r[key] for r in steps_) / len(steps_)
     step_s = mean("step_s")
     return {"samples_per_s": args.batch * args.ranks / step_s, "step_s": step_s,
@@ -156,7 +169,7 @@ def main():
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     args = p.parse_args()
     for name in args.methods.split(","):
-        if name not in OURS and name not in PEERS and name != "compute-only":
+        if split_sync(name)[0] not in OURS and name not in PEERS and name != "compute-only":
             sys.exit(f"testbed_bench: unknown method '{name}'; expected compute-only, "
                      f"{', '.join(OURS)} or {', '.join(PEERS)}")
     for model in args.models.split(","):
