@@ -51,8 +51,9 @@ DType parse_dtype(const std::string& name, const std::string& path, const std::s
                   DType::i64, DType::u8, DType::f64}) {
     if (name == format_name(d)) return d;
   }
-  PAC_FAIL("{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I16, I32, I64, U8, F64",
-           path, tensor, name);
+  PAC_FAIL(
+      "{}: tensor '{}' has dtype '{}', expected one of F32, F16, BF16, I8, I16, I32, I64, U8, F64",
+      path, tensor, name);
 }
 
 }  // namespace

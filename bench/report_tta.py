@@ -52,14 +52,14 @@ def label(run):
 
 
 def curve(path):
-    """Per epoch: (test accuracy, mean bytes per step, steps) of one accuracy run."""
+    """Per epoch: (test accuracy, mean bytes per step) of one accuracy run."""
     records = [json.loads(line) for line in open(path) if line.strip()]
     epochs = sorted((r for r in records if r["kind"] == "epoch"), key=lambda r: r["epoch"])
     out = []
     for e in epochs:
         steps = [r for r in records if r["kind"] == "step" and r["epoch"] == e["epoch"]]
         sent = sum(r["bytes_sent"] for r in steps) / len(steps) if steps else 0.0
-        out.append((e["test_acc"], sent, e.get("steps", 468)))
+        out.append((e["test_acc"], sent))
     return out
 
 
@@ -105,13 +105,13 @@ def main():
             epochs = curve(os.path.join(args.curves, run + ".jsonl"))
             final_bytes = epochs[-1][1]
             wall, reached, reached_epoch, points = 0.0, None, None, []
-            for i, (acc, sent, _) in enumerate(epochs):
+            for i, (acc, sent) in enumerate(epochs):
                 extra = max(0.0, sent - final_bytes) * 8 / (link * 1e6)
                 wall += args.steps_per_epoch * (t["step_s"] + extra)
                 points.append((wall, acc))
                 if reached is None and acc >= args.target:
                     reached, reached_epoch = wall, i + 1
-            best = max(acc for acc, _, _ in epochs)
+            best = max(acc for acc, _ in epochs)
             rows.append((reached if reached is not None else float("inf"), run, t, final_bytes,
                          reached_epoch, reached, best, wall))
             series[(rate, run)] = points

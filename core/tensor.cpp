@@ -130,7 +130,8 @@ std::vector<float> Tensor::to_vector() const {
   if (is_cuda()) return cpu().to_vector();
   std::vector<float> out(numel());
   const void* base = raw_data();
-  for (int64_t i = 0, count = numel(); i < count; ++i) out[i] = static_cast<float>(element_as_double(base, dtype(), i));
+  for (int64_t i = 0, count = numel(); i < count; ++i)
+    out[i] = static_cast<float>(element_as_double(base, dtype(), i));
   return out;
 }
 

@@ -44,21 +44,32 @@ def attach_hook(ddp, hook):
         ddp.register_comm_hook(state, powersgd.powerSGD_hook)
 
 
-def worker(rank, args):
+def start_gloo(rank, ranks, port):
+    """Joins the gloo group of `ranks` processes, one thread each; MASTER_ADDR and
+    GLOO_SOCKET_IFNAME default to this machine's loopback (the testbed sets them otherwise)."""
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
+    os.environ.setdefault("MASTER_PORT", str(port))
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+
+
+def wrap(model, hook):
+    """DDP without buffer broadcasts, with `hook` attached; PowerSGD gets one bucket (see the
+    header)."""
+    one_bucket = {"bucket_cap_mb": 1 << 12} if hook.startswith("powersgd") else {}
+    ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, **one_bucket)
+    attach_hook(ddp, hook)
+    return ddp
+
+
+def worker(rank, args):
+    start_gloo(rank, args.ranks, 29517)
     import torch_step
     for name in args.models.split(","):
         torch.manual_seed(0)
         model, channels = torch_step.make(name)
-        # PowerSGD gets one bucket: see the header.
-        one_bucket = {"bucket_cap_mb": 1 << 12} if args.hook.startswith("powersgd") else {}
-        ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False,
-                                                        **one_bucket)
-        attach_hook(ddp, args.hook)
+        ddp = wrap(model, args.hook)
         step = torch_step.make_step(ddp, channels, args.batch)
         for _ in range(3):  # past PowerSGD's dense start
             step()

@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch_ddp  # noqa: E402  (the hooks)
+import torch_ddp  # noqa: E402  (gloo, DDP and its hooks)
 import torch_step  # noqa: E402  (the model)
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's, as pactrain's loader
@@ -95,22 +95,13 @@ def wire_bytes(model, hook, ranks):
 
 
 def worker(rank, args):
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29519")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    torch_ddp.start_gloo(rank, args.ranks, 29519)
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model, _ = torch_step.make("resnet20")
     kind, every = (args.sync.split(":") + ["1"])[:2]
     every = int(every)
-    if kind == "diloco":
-        ddp = model  # local steps only; the synchronisation below is the communication
-    else:
-        ddp = torch.nn.parallel.DistributedDataParallel(
-            model, broadcast_buffers=False,
-            **({"bucket_cap_mb": 1 << 12} if args.hook.startswith("powersgd") else {}))
-        torch_ddp.attach_hook(ddp, args.hook)
+    # diloco: local steps only; the synchronisation below is the communication.
+    ddp = model if kind == "diloco" else torch_ddp.wrap(model, args.hook)
     if kind == "local":
         from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as local_sgd
         # A one-rank group per rank (new_subgroups needs CUDA in PyTorch 1.13): every rank creates

@@ -48,11 +48,11 @@
 #include <optional>
 
 #include "comm/compressors/builtin.h"
-#include "core/option_reader.h"
 #include "comm/compressors/pactrain_kernels.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "core/option_reader.h"
 
 namespace pac::comm {
 

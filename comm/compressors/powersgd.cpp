@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "comm/compressors/builtin.h"
-#include "core/option_reader.h"
 #include "core/cpu/gemm.h"
 #include "core/generator.h"
+#include "core/option_reader.h"
 
 namespace pac::comm {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "comm/compressors/builtin.h"
-#include "core/option_reader.h"
 #include "core/generator.h"
+#include "core/option_reader.h"
 
 namespace pac::comm {
 

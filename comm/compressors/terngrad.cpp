@@ -6,8 +6,8 @@
 // without clipping (clip=0) E[s t] = g: unbiased. The sums of t travel packed several to a 64-bit
 // word (ternary_codec.h, the codec pactrain uses too): 0.38 bytes a value on 2 ranks.
 #include "comm/compressors/builtin.h"
-#include "core/option_reader.h"
 #include "comm/compressors/ternary_codec.h"
+#include "core/option_reader.h"
 
 namespace pac::comm {
 

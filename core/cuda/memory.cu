@@ -101,7 +101,8 @@ __device__ void store_double(void* base, DType dtype, int64_t i, double v) {
 }  // namespace
 
 void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
-  for_each(n, [=] __device__(int64_t i) { store_double(dst, to, i, load_as_double(src, from, i)); });
+  for_each(n,
+           [=] __device__(int64_t i) { store_double(dst, to, i, load_as_double(src, from, i)); });
 }
 
 }  // namespace pac::cuda

@@ -23,11 +23,6 @@ namespace pac::prune {
 
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 class SynFlow : public Criterion {
  public:
   std::string name() const override { return "synflow"; }
@@ -84,13 +79,13 @@ class SynFlow : public Criterion {
     model.eval();
     for (auto& [name, p] : model.named_parameters()) {
       Tensor data = p->data();
-      if (ends_with(name, "bias"))
+      if (name.ends_with("bias"))
         data.zero_();
       else
         data.copy_(abs(data));
     }
     for (auto& [name, b] : model.named_buffers()) {
-      if (ends_with(name, "running_mean")) b.zero_();
+      if (name.ends_with("running_mean")) b.zero_();
     }
   }
 

@@ -12,6 +12,7 @@
 #include "tests/mpi/world.h"
 
 using namespace pac;
+using pac::testing::identical_on_every_rank;
 using pac::testing::small_model;
 using pac::testing::world;
 using pac::testing::world_ptr;
@@ -37,17 +38,6 @@ std::vector<std::vector<double>> averaged(const nn::Module& model) {
     out.emplace_back(t.data<double>(), t.data<double>() + t.numel());
   }
   return out;
-}
-
-bool same_on_every_rank(const Tensor& t) {
-  Tensor high = t.clone(), low = neg(t);
-  world().all_reduce(high, comm::ReduceOp::max)->wait();
-  world().all_reduce(low, comm::ReduceOp::max)->wait();
-  auto mine = t.to_vector(), h = high.to_vector(), l = low.to_vector();
-  for (size_t j = 0; j < mine.size(); ++j) {
-    if (h[j] != mine[j] || -l[j] != mine[j]) return false;
-  }
-  return true;
 }
 
 SyncOptions sync(const std::string& spec) {
@@ -85,7 +75,7 @@ TEST_CASE("local SGD: local steps send nothing; a synchronisation averages the p
   auto named = model->named_parameters();
   for (size_t i = 0; i < named.size(); ++i) {
     CAPTURE(named[i].first);
-    CHECK(same_on_every_rank(named[i].second->data()));
+    CHECK(identical_on_every_rank(named[i].second->data()));
     auto now = named[i].second->data().to_vector();
     for (size_t j = 0; j < now.size(); ++j)
       REQUIRE(now[j] == doctest::Approx(expected[i][j]).epsilon(1e-5));

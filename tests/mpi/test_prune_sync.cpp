@@ -23,6 +23,7 @@
 #include "tests/mpi/world.h"
 
 using namespace pac;
+using pac::testing::identical_on_every_rank;
 using pac::testing::small_model;
 using pac::testing::world;
 using pac::testing::world_ptr;
@@ -48,19 +49,6 @@ void train_step(nn::Module& model, comm::Reducer& reducer, optim::Sgd& sgd, uint
   cross_entropy(model(x), y).backward();
   reducer.finalize();
   sgd.step();
-}
-
-// True when `t` holds the same values on every rank: its maximum and its minimum over the ranks
-// are both this rank's values.
-bool identical_on_every_rank(const Tensor& t) {
-  Tensor largest = t.to(DType::f32).clone(), negated = neg(t.to(DType::f32));
-  world().all_reduce(largest, comm::ReduceOp::max)->wait();
-  world().all_reduce(negated, comm::ReduceOp::max)->wait();
-  auto mine = t.to(DType::f32).to_vector(), high = largest.to_vector(), low = negated.to_vector();
-  for (size_t j = 0; j < mine.size(); ++j) {
-    if (high[j] != mine[j] || -low[j] != mine[j]) return false;
-  }
-  return true;
 }
 
 }  // namespace

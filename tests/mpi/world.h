@@ -4,6 +4,7 @@
 #include "comm/compressor.h"
 #include "comm/process_group.h"
 #include "core/generator.h"
+#include "core/ops.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
 #include "layers/simple_layers.h"
@@ -39,6 +40,19 @@ inline uint64_t ring_bytes(int64_t n, int64_t element_bytes, int r, int p) {
   if (p == 1) return 0;
   auto chunk = [&](int c) { return n * (c + 1) / p - n * c / p; };
   return static_cast<uint64_t>(element_bytes * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
+}
+
+// True when `t` holds the same values on every rank: its maximum and its minimum over the ranks
+// are both this rank's values.
+inline bool identical_on_every_rank(const Tensor& t) {
+  Tensor largest = t.to(DType::f32).clone(), negated = neg(t.to(DType::f32));
+  world().all_reduce(largest, comm::ReduceOp::max)->wait();
+  world().all_reduce(negated, comm::ReduceOp::max)->wait();
+  auto mine = t.to(DType::f32).to_vector(), high = largest.to_vector(), low = negated.to_vector();
+  for (size_t j = 0; j < mine.size(); ++j) {
+    if (high[j] != mine[j] || -low[j] != mine[j]) return false;
+  }
+  return true;
 }
 
 }  // namespace pac::testing
