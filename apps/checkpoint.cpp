@@ -25,7 +25,10 @@ std::string model_config_json(const models::ModelConfig& c) {
                       {"depth", c.depth},
                       {"heads", c.heads},
                       {"mlp_dim", c.mlp_dim},
-                      {"dropout", c.dropout}};
+                      {"dropout", c.dropout},
+                      {"vocab_size", c.vocab_size},
+                      {"context", c.context},
+                      {"vocab", c.vocab}};
   return j.dump();
 }
 
@@ -47,9 +50,10 @@ models::ModelConfig model_config_from_json(const std::string& text, const std::s
     };
     models::ModelConfig c;
     c.name = j.at("name").get<std::string>();
-    c.in_channels = integer("in_channels", 1, 1024);
-    c.num_classes = integer("num_classes", 1, 1 << 20);
-    c.image_size = integer("image_size", 1, 4096);
+    // 0: not an image model (a GPT's input is tokens)
+    c.in_channels = integer("in_channels", 0, 1024);
+    c.num_classes = integer("num_classes", 0, 1 << 20);
+    c.image_size = integer("image_size", 0, 4096);
     c.small_input = j.at("small_input").get<bool>();
     c.patch = integer("patch", 1, 4096);
     c.dim = integer("dim", 0, 1 << 16);
@@ -61,6 +65,12 @@ models::ModelConfig model_config_from_json(const std::string& text, const std::s
               "{}: the model configuration has dropout = {}, expected at least 0 and below 1", path,
               dropout.dump());
     c.dropout = static_cast<float>(dropout.get<double>());
+    // Files written before language models have none of these.
+    if (j.contains("vocab_size")) {
+      c.vocab_size = integer("vocab_size", 0, 1 << 24);
+      c.context = integer("context", 0, 1 << 20);
+      c.vocab = j.at("vocab").get<std::string>();
+    }
     return c;
   } catch (const nlohmann::json::exception& e) {
     PAC_FAIL("{}: the model configuration in the metadata is malformed: {}", path, e.what());

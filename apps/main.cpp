@@ -1,13 +1,16 @@
 // pactrain: the command-line app.
 //   pactrain train --model resnet20 --data fashion-mnist --epochs 10 ...
 //   pactrain eval --checkpoint run.safetensors
+//   pactrain generate --checkpoint gpt.safetensors --prompt "ROMEO:" --tokens 300
 //   pactrain summary --model vit-tiny
 //   pactrain prune-report --model resnet20 --prune magnitude --sparsity 0.8
 // Errors are one line on stderr and a non-zero exit code.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 
 #include "apps/checkpoint.h"
+#include "apps/generate.h"
 #include "apps/prune_report.h"
 #include "apps/trainer.h"
 #include "comm/compressor.h"
@@ -32,12 +35,16 @@ void add_model_options(CLI::App* cmd, models::ModelConfig& m, bool data_dependen
   cmd->add_flag("--small-input", m.small_input,
                 "ResNet-18/34/50: 3x3 stride-1 stem without max-pool, for small images");
   cmd->add_option("--patch", m.patch, "ViT patch size")->capture_default_str();
-  cmd->add_option("--dim", m.dim, "ViT width (0: the preset's)")->capture_default_str();
-  cmd->add_option("--depth", m.depth, "ViT blocks (0: the preset's)")->capture_default_str();
-  cmd->add_option("--heads", m.heads, "ViT attention heads (0: the preset's)")
+  cmd->add_option("--dim", m.dim, "ViT or GPT width (0: the preset's)")->capture_default_str();
+  cmd->add_option("--depth", m.depth, "ViT or GPT blocks (0: the preset's)")->capture_default_str();
+  cmd->add_option("--heads", m.heads, "ViT or GPT attention heads (0: the preset's)")
       ->capture_default_str();
   cmd->add_option("--mlp-dim", m.mlp_dim, "ViT MLP width (0: the preset's)")->capture_default_str();
-  cmd->add_option("--dropout", m.dropout, "ViT dropout")->capture_default_str();
+  cmd->add_option("--dropout", m.dropout, "ViT or GPT dropout")->capture_default_str();
+  cmd->add_option("--context", m.context, "GPT context in tokens (0: the preset's)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", m.vocab_size, "GPT vocabulary" + from_data)
+      ->capture_default_str();
 }
 
 void add_prune_options(CLI::App* cmd, TrainOptions& o) {
@@ -94,13 +101,14 @@ void add_range_checks(CLI::App* cmd) {
     if (auto* o = cmd->get_option_no_throw(name)) o->check(positive);
   }
   for (const char* name :
-       {"--max-steps", "--lr", "--comm-timeout", "--momentum", "--weight-decay", "--warmup",
-        "--clip-grad", "--crop-padding", "--threads", "--checkpoint-every", "--train-subset",
-        "--test-subset", "--dim", "--depth", "--heads", "--mlp-dim", "--in-channels",
-        "--num-classes", "--image-size"}) {
+       {"--max-steps",    "--lr",          "--comm-timeout", "--momentum",   "--weight-decay",
+        "--warmup",       "--clip-grad",   "--crop-padding", "--threads",    "--checkpoint-every",
+        "--train-subset", "--test-subset", "--dim",          "--depth",      "--heads",
+        "--mlp-dim",      "--in-channels", "--num-classes",  "--image-size", "--context",
+        "--vocab-size",   "--eval-every",  "--eval-iters",   "--tokens",     "--top-k"}) {
     if (auto* o = cmd->get_option_no_throw(name)) o->check(non_negative);
   }
-  for (const char* name : {"--sparsity", "--label-smoothing", "--dropout"}) {
+  for (const char* name : {"--sparsity", "--label-smoothing", "--dropout", "--beta1", "--beta2"}) {
     if (auto* o = cmd->get_option_no_throw(name)) o->check(fraction);
   }
 }
@@ -124,7 +132,17 @@ int main(int argc, char** argv) {
   o.model.in_channels = o.model.num_classes = o.model.image_size = 0;
   CLI::App* train_cmd = app.add_subcommand("train", "train a model");
   add_model_options(train_cmd, o.model, true);
-  train_cmd->add_option("--data", o.data, "fashion-mnist, mnist, cifar10 or synthetic")
+  train_cmd
+      ->add_option("--data", o.data,
+                   "fashion-mnist, mnist, cifar10, synthetic, text (--text-file) or fortunes")
+      ->capture_default_str();
+  train_cmd->add_option("--text-file", o.text_file,
+                        "--data text: a UTF-8 file; one token per character, 90% for training");
+  train_cmd->add_option("--eval-every", o.eval_every, "also evaluate every N steps (0: per epoch)")
+      ->capture_default_str();
+  train_cmd
+      ->add_option("--eval-iters", o.eval_iters,
+                   "text: evaluate on N batches of validation windows (0: all)")
       ->capture_default_str();
   train_cmd->add_option("--data-dir", o.data_dir,
                         "folder of the data set (default: its usual one)");
@@ -146,9 +164,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   train_cmd->add_flag("--nesterov", o.nesterov, "SGD with Nesterov momentum");
   train_cmd->add_option("--weight-decay", o.weight_decay, "weight decay")->capture_default_str();
+  train_cmd->add_option("--beta1", o.beta1, "AdamW's first-moment decay")->capture_default_str();
+  train_cmd->add_option("--beta2", o.beta2, "AdamW's second-moment decay")->capture_default_str();
+  train_cmd->add_flag("--no-decay-1d{false}", o.decay_1d,
+                      "AdamW: no weight decay on biases and norms (1-D parameters), as nanoGPT");
   train_cmd
       ->add_option("--schedule", o.schedule,
-                   "constant, cosine, onecycle, step:EVERY:GAMMA, multistep:M1,M2:GAMMA")
+                   "constant, cosine, cosine:MIN_LR, onecycle, step:EVERY:GAMMA, "
+                   "multistep:M1,M2:GAMMA")
       ->capture_default_str();
   train_cmd->add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
   train_cmd->add_option("--label-smoothing", o.label_smoothing, "label smoothing")
@@ -222,13 +245,38 @@ int main(int argc, char** argv) {
 
   std::string eval_checkpoint;
   TrainOptions eval_options;
-  int64_t eval_batch = 500;
-  CLI::App* eval_cmd = app.add_subcommand("eval", "test accuracy of a checkpoint");
+  int64_t eval_batch = 0;
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval", "test accuracy of a checkpoint, or the validation loss of a language model");
   eval_cmd->add_option("--checkpoint", eval_checkpoint, "checkpoint to evaluate")->required();
-  eval_cmd->add_option("--data", eval_options.data, "data set")->capture_default_str();
+  eval_cmd->add_option("--data", eval_options.data, "data set (text or fortunes for a GPT)")
+      ->capture_default_str();
   eval_cmd->add_option("--data-dir", eval_options.data_dir, "folder of the data set");
-  eval_cmd->add_option("--batch", eval_batch, "batch size")->capture_default_str();
+  eval_cmd->add_option("--text-file", eval_options.text_file, "--data text: the UTF-8 file");
+  eval_cmd->add_option("--batch", eval_batch, "batch size (0: 500 images, 12 windows of text)")
+      ->capture_default_str();
   eval_cmd->add_option("--test-subset", eval_options.test_subset, "first N test samples (0: all)");
+  eval_cmd->add_option("--eval-iters", eval_options.eval_iters,
+                       "text: N batches of validation windows (0: all)");
+
+  GenerateOptions generate_options;
+  CLI::App* generate_cmd =
+      app.add_subcommand("generate", "continue a prompt with a language model checkpoint");
+  generate_cmd->add_option("--checkpoint", generate_options.checkpoint, "a GPT checkpoint")
+      ->required();
+  generate_cmd->add_option("--prompt", generate_options.prompt, "text to continue")
+      ->capture_default_str();
+  generate_cmd->add_option("--tokens", generate_options.tokens, "characters to generate")
+      ->capture_default_str();
+  generate_cmd
+      ->add_option("--temperature", generate_options.temperature,
+                   "divides the logits: below 1 is more conservative")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  generate_cmd
+      ->add_option("--top-k", generate_options.top_k, "sample among the k likeliest (0: all)")
+      ->capture_default_str();
+  generate_cmd->add_option("--seed", generate_options.seed, "random seed")->capture_default_str();
 
   models::ModelConfig summary_config;
   summary_config.in_channels = 3;
@@ -261,7 +309,8 @@ int main(int argc, char** argv) {
                          "pactrain option, e.g. enc=ternary, for the bytes column");
   report_cmd->add_option("--seed", report.train.seed, "random seed")->capture_default_str();
 
-  for (CLI::App* cmd : {train_cmd, eval_cmd, summary_cmd, report_cmd}) add_range_checks(cmd);
+  for (CLI::App* cmd : {train_cmd, eval_cmd, generate_cmd, summary_cmd, report_cmd})
+    add_range_checks(cmd);
 
   try {
     app.parse(argc, argv);
@@ -283,18 +332,27 @@ int main(int argc, char** argv) {
       nn::ModulePtr model = models::make_model(config);
       load_checkpoint(eval_checkpoint, config, *model, nullptr);
       eval_options.model = config;
-      data::Dataset test_set = load_dataset(eval_options, false);
-      resolve_model_config(config, test_set);  // the data must fit the model
-      EvalResult r = evaluate(*model, test_set, eval_batch);
-      std::printf("%s on %s: %ld samples, loss %.4f, accuracy %.2f%%\n", config.name.c_str(),
-                  test_set.name.c_str(), static_cast<long>(r.samples), r.loss, 100.0 * r.accuracy);
+      RunData data = load_run_data(eval_options, false);
+      resolve_model_config(config, data);  // the data must fit the model
+      if (data.is_text()) {
+        eval_options.batch = eval_batch ? eval_batch : 12;
+        EvalResult r = evaluate_run(*model, data, eval_options, config);
+        std::printf(
+            "%s on %s: %ld validation tokens, loss %.4f nats per token (%.4f bits), next-token "
+            "accuracy %.2f%%\n",
+            config.name.c_str(), data.name().c_str(), static_cast<long>(r.samples), r.loss,
+            r.loss / std::log(2.0), 100.0 * r.accuracy);
+      } else {
+        EvalResult r = evaluate(*model, data.test, eval_batch ? eval_batch : 500);
+        std::printf("%s on %s: %ld samples, loss %.4f, accuracy %.2f%%\n", config.name.c_str(),
+                    data.name().c_str(), static_cast<long>(r.samples), r.loss, 100.0 * r.accuracy);
+      }
+    } else if (*generate_cmd) {
+      std::fputs(generate_from_checkpoint(generate_options).c_str(), stdout);
+      std::fputs("\n", stdout);
     } else if (*summary_cmd) {
       nn::ModulePtr model = models::make_model(summary_config);
-      std::fputs(model
-                     ->summary({1, summary_config.in_channels, summary_config.image_size,
-                                summary_config.image_size})
-                     .c_str(),
-                 stdout);
+      std::fputs(model->summary(models::example_input_shape(summary_config)).c_str(), stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pactrain: %s\n", e.what());

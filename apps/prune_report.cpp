@@ -1,7 +1,7 @@
 #include "apps/prune_report.h"
 
 #include "apps/checkpoint.h"
-#include "apps/data/loader.h"
+#include "apps/train_step.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "prune/pruner.h"
@@ -13,7 +13,7 @@ std::string run_prune_report(const PruneReportOptions& options) {
   const TrainOptions& o = options.train;
   PAC_CHECK(options.world >= 1, "--world {} must be at least 1", options.world);
   default_generator().manual_seed(o.seed);
-  data::Dataset data = load_dataset(o, true);
+  RunData data = load_run_data(o, true);
   models::ModelConfig config =
       options.checkpoint.empty() ? o.model : read_checkpoint_config(options.checkpoint);
   config = resolve_model_config(config, data);
@@ -27,25 +27,23 @@ std::string run_prune_report(const PruneReportOptions& options) {
                                               o.prune_exclude, o.seed, 0, o.prune_options},
                          comm::make_local_group());
     // Criteria that need a gradient get one batch of the training data.
-    data::Loader loader(data, {std::min<int64_t>(o.batch, data.size()), false, 0, 0, 1, false});
-    data::Batch batch = loader.batch(0);
+    TrainOptions first = o;
+    if (!data.is_text()) first.batch = std::min<int64_t>(o.batch, data.train.size());
+    data::Batch batch = make_train_loader(data, first, config, 0, 1, false)->batch(0);
     prune::ScoreContext context;
-    context.input_shape = batch.images.shape();
+    context.input_shape = batch.inputs.shape();
     context.compute_gradients = [&] {
       model->zero_grad();
-      cross_entropy((*model)(batch.images), batch.labels).backward();
+      batch_loss((*model)(batch.inputs), batch.targets).backward();
     };
     pruner.prune_to(o.sparsity, context);
     out += fmt::format("pruning: {}\n", pruner.describe());
   }
   prune::ReportOptions report{
-      {1, config.in_channels, config.image_size, config.image_size},
-      o.bucket_mb,
-      o.first_bucket_mb,
-      o.compress_options.count("enc") ? o.compress_options.at("enc") : "fp32",
-      options.world};
-  out += fmt::format("{} on {}x{}x{} inputs\n", model->describe(), config.in_channels,
-                     config.image_size, config.image_size);
+      models::example_input_shape(config), o.bucket_mb, o.first_bucket_mb,
+      o.compress_options.count("enc") ? o.compress_options.at("enc") : "fp32", options.world};
+  out += fmt::format("{} on {} inputs\n", model->describe(),
+                     fmt::join(models::example_input_shape(config), "x"));
   return out + prune::prune_report(*model, report);
 }
 

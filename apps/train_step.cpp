@@ -8,11 +8,20 @@
 
 namespace pac {
 
+Tensor batch_loss(const Tensor& logits, const Tensor& targets, float label_smoothing) {
+  if (logits.dim() == 3) {
+    const int64_t rows = logits.size(0) * logits.size(1);
+    return cross_entropy(reshape(logits, {rows, logits.size(2)}), reshape(targets, {rows}),
+                         label_smoothing);
+  }
+  return cross_entropy(logits, targets, label_smoothing);
+}
+
 StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
                        optim::Optimizer& optimizer, comm::Reducer* reducer,
                        const data::Batch& batch, const StepSettings& settings) {
   StepOutcome out;
-  Tensor loss = cross_entropy(model(batch.images), batch.labels, settings.label_smoothing);
+  Tensor loss = batch_loss(model(batch.inputs), batch.targets, settings.label_smoothing);
   if (settings.poison_loss) loss = mul_scalar(loss, NAN);
   optimizer.zero_grad();
   loss.backward();  // full buckets are all-reduced while backward goes on

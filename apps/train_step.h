@@ -31,6 +31,10 @@ struct StepOutcome {
   std::string nonfinite;
 };
 
+// The mean cross-entropy of a batch: logits [B, classes] against labels [B], or a sequence
+// model's logits [B, T, vocab] against next tokens [B, T] (every position counts once).
+Tensor batch_loss(const Tensor& logits, const Tensor& targets, float label_smoothing = 0.0f);
+
 // `params` are the model's (named_parameters(), made once). The Reducer may be null (one process,
 // dense): then this rank checks its own gradients.
 StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,

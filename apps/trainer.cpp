@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <thread>
 
 #include "apps/checkpoint.h"
-#include "apps/data/loader.h"
 #include "apps/faults.h"
 #include "apps/outer_sync.h"
 #include "apps/train_step.h"
@@ -68,13 +68,15 @@ class MetricsWriter {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model) {
   optim::NamedParameters params = model.named_parameters();
+  PAC_CHECK(o.optimizer == "adamw" || (o.beta1 == 0.9f && o.beta2 == 0.999f && o.decay_1d),
+            "--beta1, --beta2 and --no-decay-1d apply to --optimizer adamw, not {}", o.optimizer);
   if (o.optimizer == "sgd") {
     return std::make_unique<optim::Sgd>(
         params, optim::SgdOptions{o.lr, o.momentum, 0.0f, o.weight_decay, o.nesterov});
   }
   if (o.optimizer == "adamw") {
     return std::make_unique<optim::AdamW>(
-        params, optim::AdamWOptions{o.lr, 0.9f, 0.999f, 1e-8f, o.weight_decay});
+        params, optim::AdamWOptions{o.lr, o.beta1, o.beta2, 1e-8f, o.weight_decay, o.decay_1d});
   }
   PAC_FAIL("--optimizer '{}' is not known; expected sgd or adamw", o.optimizer);
 }
@@ -98,89 +100,6 @@ void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
 }
 
 }  // namespace
-
-data::Dataset load_dataset(const TrainOptions& o, bool train) {
-  data::Dataset d;
-  if (o.data == "fashion-mnist" || o.data == "mnist") {
-    std::string dir = o.data_dir.empty() ? "/usr/share/datasets/" + o.data : o.data_dir;
-    d = data::load_mnist_like(o.data, dir, train);
-  } else if (o.data == "cifar10") {
-    d = data::load_cifar10(o.data_dir.empty() ? "data/cifar-10-batches-bin" : o.data_dir, train);
-  } else if (o.data == "synthetic") {
-    int64_t channels = o.model.in_channels ? o.model.in_channels : 3;
-    int64_t size = o.model.image_size ? o.model.image_size : 28;
-    int64_t classes = o.model.num_classes ? o.model.num_classes : 10;
-    d = data::make_synthetic(train ? o.synthetic_size : std::max<int64_t>(o.synthetic_size / 4, 1),
-                             channels, size, classes, o.seed * 2 + (train ? 0 : 1));
-  } else {
-    PAC_FAIL("--data '{}' is not known; expected fashion-mnist, mnist, cifar10 or synthetic",
-             o.data);
-  }
-  int64_t subset = train ? o.train_subset : o.test_subset;
-  if (subset > 0 && subset < d.size()) {
-    d.images = d.images.view_flat(0, {subset, d.channels(), d.height(), d.width()});
-    d.labels = d.labels.view_flat(0, {subset});
-  }
-  return d;
-}
-
-models::ModelConfig resolve_model_config(models::ModelConfig c, const data::Dataset& d) {
-  auto resolve = [&](int64_t& field, int64_t from_data, const char* option) {
-    PAC_CHECK(field == 0 || field == from_data, "{} {} does not match the data: {} has {}", option,
-              field, d.name, from_data);
-    field = from_data;
-  };
-  resolve(c.in_channels, d.channels(), "--in-channels");
-  resolve(c.num_classes, d.num_classes, "--num-classes");
-  PAC_CHECK(d.height() == d.width(), "{}: images are {}x{}; only square images are supported",
-            d.name, d.height(), d.width());
-  resolve(c.image_size, d.height(), "--image-size");
-  return c;
-}
-
-EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
-                    comm::ProcessGroup* group) {
-  // With a group, rank r takes the contiguous r-th share of the samples; the sums are all-reduced.
-  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
-  int64_t begin = dataset.size() * rank / world, end = dataset.size() * (rank + 1) / world;
-  data::Dataset share = dataset;
-  share.images = dataset.images.view_flat(
-      begin * dataset.channels() * dataset.height() * dataset.width(),
-      {end - begin, dataset.channels(), dataset.height(), dataset.width()});
-  share.labels = dataset.labels.view_flat(begin, {end - begin});
-  data::Loader loader(share, {batch, false, 0, 0, 1, false});
-  Device device = model.parameters().front()->data().device();
-  bool was_training = model.is_training();
-  model.eval();
-  NoGradGuard no_grad;
-  EvalResult r;
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  for (int64_t b = 0; b < loader.num_batches(); ++b) {
-    data::Batch batch_data = loader.batch(b);
-    Tensor logits = model(batch_data.images.to(device));
-    int64_t n = batch_data.labels.numel();
-    loss_sum += cross_entropy(logits, batch_data.labels.to(device)).item() * n;
-    Tensor predicted = argmax(logits, 1).cpu();
-    for (int64_t i = 0; i < n; ++i) {
-      correct += predicted.data<int64_t>()[i] == batch_data.labels.data<int64_t>()[i];
-    }
-    r.samples += n;
-  }
-  model.train(was_training);
-  if (world > 1) {
-    Tensor sums = Tensor::from_vector(
-        {static_cast<float>(loss_sum), static_cast<float>(correct), static_cast<float>(r.samples)},
-        {3});
-    group->all_reduce(sums, comm::ReduceOp::sum)->wait();
-    loss_sum = sums.data<float>()[0];
-    correct = std::llround(sums.data<float>()[1]);
-    r.samples = std::llround(sums.data<float>()[2]);
-  }
-  r.loss = r.samples ? loss_sum / r.samples : 0.0;
-  r.accuracy = r.samples ? static_cast<double>(correct) / r.samples : 0.0;
-  return r;
-}
 
 TrainResult train(const TrainOptions& o) {
   PAC_CHECK(o.epochs > 0, "--epochs must be positive, got {}", o.epochs);
@@ -208,9 +127,8 @@ TrainResult train(const TrainOptions& o) {
   const int rank = group->rank(), world = group->size();
   const bool leader = rank == 0;  // prints, writes metrics and checkpoints
 
-  data::Dataset train_set = load_dataset(o, true);
-  data::Dataset test_set = load_dataset(o, false);
-  models::ModelConfig config = resolve_model_config(o.model, train_set);
+  const RunData run_data = load_run_data(o);
+  models::ModelConfig config = resolve_model_config(o.model, run_data);
   nn::ModulePtr model = models::make_model(config);
   // Every rank draws the same initial weights on the host; then the model moves.
   model->to(device.is_cpu() ? device : Device::cuda(current_cuda_device()));
@@ -225,18 +143,11 @@ TrainResult train(const TrainOptions& o) {
         comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, o.allow_unused_parameters});
   }
 
-  data::LoaderOptions loader_options{o.batch,
-                                     true,
-                                     o.seed,
-                                     rank,
-                                     world,
-                                     true,
-                                     o.crop_padding,
-                                     o.flip,
-                                     /*pinned=*/!device.is_cpu()};
-  data::Loader loader(train_set, loader_options);
-  int64_t batches = loader.num_batches();
-  PAC_CHECK(batches > 0, "{} training samples make no full batch of {}", train_set.size(), o.batch);
+  std::unique_ptr<data::BatchSource> loader =
+      make_train_loader(run_data, o, config, rank, world, /*pinned=*/!device.is_cpu());
+  int64_t batches = loader->num_batches();
+  PAC_CHECK(batches > 0, "{} training samples make no full batch of {}", run_data.train.size(),
+            o.batch);
   int64_t total_steps = o.epochs * batches;
   if (o.max_steps > 0) total_steps = std::min(total_steps, o.max_steps);
   auto schedule = optim::parse_schedule(o.schedule, o.lr, total_steps, o.warmup);
@@ -256,6 +167,10 @@ TrainResult train(const TrainOptions& o) {
   SyncOptions sync_options = parse_sync(o.sync);
   if (sync_options.kind != "step") {
     PAC_CHECK(world > 1, "--sync {} needs data-parallel ranks (mpirun -np N ...)", o.sync);
+    PAC_CHECK(o.eval_every == 0,
+              "--eval-every with --sync {}: between synchronisations the ranks hold different "
+              "models; evaluation follows every epoch",
+              o.sync);
     PAC_CHECK(o.resume.empty() && o.checkpoint_every == 0,
               "--sync {}: a checkpoint inside the run would not hold the anchor and the outer "
               "optimizer's state, so --resume and --checkpoint-every are refused with it (the "
@@ -267,9 +182,7 @@ TrainResult train(const TrainOptions& o) {
     outer = std::make_unique<OuterSync>(*model, *reducer, group, sync_options);
   }
   prune::ReportOptions report_options{
-      {1, config.in_channels, config.image_size, config.image_size},
-      o.bucket_mb,
-      o.first_bucket_mb,
+      models::example_input_shape(config), o.bucket_mb, o.first_bucket_mb,
       o.compress_options.count("enc") && o.compress_options.at("enc") != "auto"
           ? o.compress_options.at("enc")
           : "fp32",
@@ -308,9 +221,12 @@ TrainResult train(const TrainOptions& o) {
   bool show_bar = !quiet && isatty(2);
   if (!quiet) {
     std::printf(
-        "training %s (%ld parameters) on %s: %ld samples, %ld steps per epoch%s\n",
+        "training %s (%ld parameters) on %s: %ld %s, %ld steps per epoch%s\n",
         model->describe().c_str(), static_cast<long>(model->num_parameters()),
-        train_set.name.c_str(), static_cast<long>(train_set.size()), static_cast<long>(batches),
+        run_data.name().c_str(),
+        static_cast<long>(run_data.is_text() ? run_data.text->train.numel()
+                                             : run_data.train.size()),
+        run_data.is_text() ? "training characters" : "samples", static_cast<long>(batches),
         o.resume.empty() ? "" : fmt::format(", resuming at step {}", position.step).c_str());
     if (reducer) {
       std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n", world,
@@ -319,6 +235,19 @@ TrainResult train(const TrainOptions& o) {
     if (pruner) std::printf("pruning: %s\n", pruner->describe().c_str());
   }
 
+  // Every rank evaluates a slice of the held-out data with rank 0's batch-norm statistics (the
+  // only state that differs between replicas), so no rank idles long enough to look dead.
+  const char* held_out = run_data.is_text() ? "validation" : "test";
+  auto evaluate_now = [&] {
+    if (world > 1) {
+      NoGradGuard no_grad;
+      std::vector<comm::WorkPtr> pending;
+      for (auto& [name, b] : model->named_buffers()) pending.push_back(group->broadcast(b, 0));
+      for (auto& w : pending) w->wait();
+    }
+    return evaluate_run(*model, run_data, o, config, group.get());
+  };
+
   TrainResult result;
   const double ring_factor = world > 1 ? 2.0 * (world - 1) / world : 0.0;
   result.dense_bytes_per_step =
@@ -326,7 +255,7 @@ TrainResult train(const TrainOptions& o) {
   auto run_start = Clock::now();
   model->train();
   for (int64_t epoch = position.epoch; epoch < o.epochs && position.step < total_steps; ++epoch) {
-    loader.set_epoch(epoch);
+    loader->set_epoch(epoch);
     auto epoch_start = Clock::now();
     double loss_sum = 0.0, bytes_sum = 0.0, samples = 0.0;
     int64_t loss_count = 0;
@@ -337,19 +266,19 @@ TrainResult train(const TrainOptions& o) {
       uint64_t passes_before = counted_passes();
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
-      data::Batch batch = loader.batch(b);
+      data::Batch batch = loader->batch(b);
       if (!device.is_cpu()) {
-        batch.images = batch.images.to(model_device);
-        batch.labels = batch.labels.to(model_device);
+        batch.inputs = batch.inputs.to(model_device);
+        batch.targets = batch.targets.to(model_device);
       }
       prune::PruneStep pruned;
       if (pruner) {
         prune::ScoreContext context;
-        context.input_shape = batch.images.shape();
+        context.input_shape = batch.inputs.shape();
         // The Pruner pauses the Reducer while the criterion scores: this gradient stays local.
         context.compute_gradients = [&] {
           optimizer->zero_grad();
-          cross_entropy((*model)(batch.images), batch.labels, o.label_smoothing).backward();
+          batch_loss((*model)(batch.inputs), batch.targets, o.label_smoothing).backward();
         };
         pruned = pruner->step(position.step, context);
         if (pruned.rewound) optimizer->reset_state();
@@ -419,9 +348,9 @@ TrainResult train(const TrainOptions& o) {
         ++loss_count;
       }
       bytes_sum += static_cast<double>(comm_stats.bytes_sent);
-      samples += static_cast<double>(batch.labels.numel() * world);
+      samples += static_cast<double>(batch.targets.numel() * world);
       double step_s = seconds_since(step_start);
-      double samples_per_s = batch.labels.numel() / std::max(step_s, 1e-9);
+      double samples_per_s = batch.targets.numel() / std::max(step_s, 1e-9);
       if (position.step % o.log_every == 0 || b + 1 == batches || position.step == total_steps ||
           outer_s > 0.0) {
         metrics.write(
@@ -450,6 +379,25 @@ TrainResult train(const TrainOptions& o) {
         draw_progress(epoch, o.epochs, b + 1, batches, value, samples_per_s * world,
                       per_step * (total_steps - position.step));
       }
+      // --eval-every, unless the epoch's own evaluation follows at once.
+      if (o.eval_every > 0 && position.step % o.eval_every == 0 && b + 1 < batches &&
+          position.step < total_steps) {
+        EvalResult held = evaluate_now();
+        metrics.write({{"kind", "eval"},
+                       {"step", position.step},
+                       {"epoch", epoch},
+                       {"test_loss", held.loss},
+                       {"test_acc", held.accuracy},
+                       {"bits_per_token", held.loss / std::numbers::ln2},
+                       {"wall_s", seconds_since(run_start)}});
+        if (!quiet) {
+          if (show_bar) std::fprintf(stderr, "\n");
+          std::printf("step %ld: %s loss %.4f (%.3f bits per token), accuracy %.2f%%\n",
+                      static_cast<long>(position.step), held_out, held.loss,
+                      held.loss / std::numbers::ln2, 100.0 * held.accuracy);
+          std::fflush(stdout);
+        }
+      }
       if (o.checkpoint_every > 0 && !o.checkpoint.empty() &&
           position.step % o.checkpoint_every == 0) {
         if (fault.due("kill-in-checkpoint", position.step, rank)) arm_checkpoint_kill();
@@ -460,26 +408,20 @@ TrainResult train(const TrainOptions& o) {
     result.train_loss = loss_count ? loss_sum / loss_count : 0.0;
     result.bytes_per_step = loss_count ? bytes_sum / loss_count : 0.0;
     result.samples_per_s = samples / std::max(seconds_since(epoch_start), 1e-9);
-    // Every rank evaluates a slice of the test set with rank 0's batch-norm statistics (the only
-    // state that differs between replicas), so no rank idles long enough to look dead.
-    if (world > 1) {
-      NoGradGuard no_grad;
-      std::vector<comm::WorkPtr> pending;
-      for (auto& [name, b] : model->named_buffers()) pending.push_back(group->broadcast(b, 0));
-      for (auto& w : pending) w->wait();
-    }
-    result.test = evaluate(*model, test_set, 500, group.get());
+    result.test = evaluate_now();
     if (!leader) continue;
     metrics.write({{"kind", "epoch"},
                    {"epoch", epoch},
+                   {"step", position.step},
                    {"train_loss", result.train_loss},
                    {"test_loss", result.test.loss},
                    {"test_acc", result.test.accuracy},
+                   {"bits_per_token", result.test.loss / std::numbers::ln2},
                    {"wall_s", seconds_since(run_start)}});
     if (!quiet) {
-      std::printf("epoch %ld: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%.0f s)\n",
-                  static_cast<long>(epoch + 1), result.train_loss, result.test.loss,
-                  100.0 * result.test.accuracy, seconds_since(epoch_start));
+      std::printf("epoch %ld: train loss %.4f, %s loss %.4f, %s accuracy %.2f%% (%.0f s)\n",
+                  static_cast<long>(epoch + 1), result.train_loss, held_out, result.test.loss,
+                  held_out, 100.0 * result.test.accuracy, seconds_since(epoch_start));
       std::fflush(stdout);
     }
   }

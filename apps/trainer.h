@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/data/dataset.h"
+#include "apps/run_data.h"
 #include "apps/models/registry.h"
 #include "comm/process_group.h"
 #include "layers/module.h"
@@ -20,10 +20,16 @@ struct TrainOptions {
   int64_t train_subset = 0;  // > 0: use only the first N training samples
   int64_t test_subset = 0;   // > 0: evaluate on the first N test samples
   int64_t synthetic_size = 4096;
+  std::string text_file;  // --data text
+  // Evaluate every N steps as well as after every epoch (0: epochs only), on M batches of
+  // validation windows for text (0: all of them).
+  int64_t eval_every = 0, eval_iters = 0;
 
   int64_t epochs = 10, max_steps = 0, batch = 128;
   std::string optimizer = "sgd";
   float lr = 0.1f, momentum = 0.9f, weight_decay = 5e-4f;
+  float beta1 = 0.9f, beta2 = 0.999f;  // AdamW
+  bool decay_1d = true;  // false: no weight decay on 1-D parameters (biases, norms), as nanoGPT
   bool nesterov = false;
   std::string schedule = "constant";
   int64_t warmup = 0;
@@ -63,13 +69,8 @@ struct TrainOptions {
   bool quiet = false;
 };
 
-struct EvalResult {
-  double loss = 0.0, accuracy = 0.0;
-  int64_t samples = 0;
-};
-
 struct TrainResult {
-  EvalResult test;
+  EvalResult test;  // the last evaluation: test set, or validation text
   double train_loss = 0.0;  // mean over the last epoch's steps
   int64_t steps = 0;
   double samples_per_s = 0.0;   // all ranks together, over the last epoch
@@ -80,13 +81,5 @@ struct TrainResult {
 };
 
 TrainResult train(const TrainOptions& options);
-// Test loss and accuracy. With a process group of several ranks, each evaluates its share and
-// every rank gets the totals.
-EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
-                    comm::ProcessGroup* group = nullptr);
-// Loads the named data set (train or test split) with the options' folder and sizes.
-data::Dataset load_dataset(const TrainOptions& options, bool train);
-// Fills the data-dependent model fields (0 = from the data) and checks given ones against it.
-models::ModelConfig resolve_model_config(models::ModelConfig config, const data::Dataset& data);
 
 }  // namespace pac

@@ -25,26 +25,45 @@ MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, bool causal)
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
+  AttentionCache none;
+  return forward_cached(x, none);
+}
+
+Tensor MultiHeadAttention::forward_cached(const Tensor& x, AttentionCache& cache) {
   PAC_CHECK(x.dim() == 3 && x.size(2) == dim_,
             "MultiHeadAttention: input must be [N, T, {}], got {}", dim_, x.str());
   int64_t n = x.size(0), t = x.size(1), hd = dim_ / heads_;
+  PAC_CHECK(cache.length() == 0 || cache.k.size(0) == n,
+            "MultiHeadAttention: the cache holds {} sequences, the input {}", cache.k.size(0), n);
   Tensor qkv = linear(x, in_proj_weight->data(), in_proj_bias->data());  // [N, T, 3 dim]
   qkv = permute(reshape(qkv, {n, t, 3, heads_, hd}), {2, 0, 3, 1, 4});   // [3, N, H, T, hd]
   Tensor q = reshape(slice(qkv, 0, 0, 1), {n, heads_, t, hd});
   Tensor k = reshape(slice(qkv, 0, 1, 2), {n, heads_, t, hd});
   Tensor v = reshape(slice(qkv, 0, 2, 3), {n, heads_, t, hd});
+  if (cache.length() > 0) {
+    k = cat({cache.k, k}, 2);  // [N, H, S, hd]
+    v = cat({cache.v, v}, 2);
+  }
+  Tensor out = attend(q, k, v);                             // [N, H, T, hd]
+  out = reshape(permute(out, {0, 2, 1, 3}), {n, t, dim_});  // [N, T, dim]
+  cache.k = k.detach();
+  cache.v = v.detach();
+  return (*out_proj)(out);
+}
+
+Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v) const {
+  const int64_t t = q.size(2), s = k.size(2), hd = q.size(3);
   Tensor scores = mul_scalar(matmul(q, transpose(k, -2, -1)), 1.0f / std::sqrt(float(hd)));
-  if (causal_) {
-    Tensor mask = Tensor::zeros({t, t});  // -inf above the diagonal: no peeking ahead
+  if (causal_ && t > 1) {
+    Tensor mask = Tensor::zeros({t, s});  // -inf past each query's own position: no peeking
     float* m = mask.data<float>();
     for (int64_t i = 0; i < t; ++i) {
-      for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = s - t + i + 1; j < s; ++j)
+        m[i * s + j] = -std::numeric_limits<float>::infinity();
     }
     scores = add(scores, mask.to(scores.device()));
   }
-  Tensor out = matmul(softmax(scores, -1), v);              // [N, H, T, hd]
-  out = reshape(permute(out, {0, 2, 1, 3}), {n, t, dim_});  // [N, T, dim]
-  return (*out_proj)(out);
+  return matmul(softmax(scores, -1), v);
 }
 
 std::string MultiHeadAttention::describe() const {

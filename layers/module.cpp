@@ -143,7 +143,7 @@ std::vector<SummaryRow> record_calls(Module& model, const Shape& input_shape) {
   active_recorder = &recorder;
   try {
     NoGradGuard no_grad;
-    model(Tensor::zeros(input_shape));
+    model(Tensor::zeros(input_shape, model.input_dtype()));
   } catch (...) {
     active_recorder = nullptr;
     model.set_training_modes(modes);

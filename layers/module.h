@@ -28,6 +28,9 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // One line: the layer and its configuration, e.g. "Conv2d(3, 16, kernel=3, stride=1)".
   virtual std::string describe() const = 0;
+  // What forward() takes: f32 values, or integer indices for a model that starts with an
+  // embedding (a language model takes i64 tokens). Summaries and criteria build inputs with it.
+  virtual DType input_dtype() const { return DType::f32; }
 
   std::vector<std::pair<std::string, ParameterPtr>> named_parameters() const;
   std::vector<ParameterPtr> parameters() const;

@@ -29,7 +29,8 @@ void AdamW::update(nn::Parameter& p, const GradientView& grad,
   const float b1 = options_.beta1, b2 = options_.beta2;
   const float bias1 = 1.0f - std::pow(b1, t), bias2 = 1.0f - std::pow(b2, t);
   const float step_size = lr_ / bias1, sqrt_bias2 = std::sqrt(bias2);
-  const float decay = 1.0f - lr_ * options_.weight_decay;
+  const bool decayed = options_.decay_1d || p.shape().size() >= 2;
+  const float decay = decayed ? 1.0f - lr_ * options_.weight_decay : 1.0f;
   float* w = static_cast<float*>(p.data().raw_data());
   const float* g = grad.values;
   if (p.data().is_cuda()) {

@@ -12,6 +12,9 @@ struct AdamWOptions {
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.01f;
+  // false: 1-D parameters (biases, normalisation scales and shifts) are not decayed, as nanoGPT
+  // groups them; true decays every parameter, as torch.optim.AdamW does with one group.
+  bool decay_1d = true;
 };
 
 class AdamW : public Optimizer {

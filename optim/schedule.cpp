@@ -99,8 +99,8 @@ std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int6
   std::unique_ptr<Schedule> s;
   if (kind == "constant" && parts.size() == 1) {
     s = constant_schedule(lr);
-  } else if (kind == "cosine" && parts.size() == 1) {
-    s = cosine_schedule(lr, total_steps);
+  } else if (kind == "cosine" && parts.size() <= 2) {
+    s = cosine_schedule(lr, total_steps, parts.size() == 2 ? static_cast<float>(number(1)) : 0.0f);
   } else if (kind == "onecycle" && parts.size() == 1) {
     s = onecycle_schedule(lr, total_steps);
   } else if (kind == "step" && parts.size() == 3) {
@@ -118,7 +118,7 @@ std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int6
     s = multistep_schedule(lr, milestones, static_cast<float>(number(2)));
   } else {
     PAC_FAIL(
-        "--schedule '{}' not understood; expected constant, cosine, onecycle, "
+        "--schedule '{}' not understood; expected constant, cosine, cosine:MIN_LR, onecycle, "
         "step:EVERY:GAMMA or multistep:M1,M2:GAMMA",
         spec);
   }

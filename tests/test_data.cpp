@@ -176,17 +176,17 @@ TEST_CASE("loader shards disjointly, shuffles per epoch, and is reproducible") {
     batches = loader.num_batches();
     CHECK(loader.samples_per_rank() == 34);
     for (int64_t b = 0; b < loader.num_batches(); ++b) {
-      CHECK(loader.batch(b).images.shape() == Shape{10, 1, 6, 6});
+      CHECK(loader.batch(b).inputs.shape() == Shape{10, 1, 6, 6});
     }
   }
   data::Loader a(d, {8, true, 5}), b(d, {8, true, 5});
-  CHECK(a.batch(2).labels.to_vector() == b.batch(2).labels.to_vector());
-  auto epoch0 = a.batch(0).labels.to_vector();
+  CHECK(a.batch(2).targets.to_vector() == b.batch(2).targets.to_vector());
+  auto epoch0 = a.batch(0).targets.to_vector();
   a.set_epoch(1);
   bool differs = false;
   for (int i = 0; i < 3 && !differs; ++i) {
     a.set_epoch(1 + i);
-    differs = a.batch(0).labels.to_vector() != epoch0;
+    differs = a.batch(0).targets.to_vector() != epoch0;
   }
   CHECK(differs);
   CHECK_THROWS_WITH_AS(data::Loader(d, {8, true, 5, 3, 3}), doctest::Contains("rank 3 is not in"),
@@ -202,7 +202,7 @@ TEST_CASE("loader shards cover the data set without overlap") {
   for (int64_t rank = 0; rank < 2; ++rank) {
     data::Loader loader(d, {5, true, 9, rank, 2});
     for (int64_t b = 0; b < loader.num_batches(); ++b) {
-      for (float v : loader.batch(b).labels.to_vector()) all.insert(v);
+      for (float v : loader.batch(b).targets.to_vector()) all.insert(v);
     }
   }
   CHECK(all.size() == 20);
@@ -216,16 +216,16 @@ TEST_CASE("normalisation, crop and flip") {
   d.mean = {0.5f};
   d.std = {0.5f};
   data::Loader plain(d, {4, false});
-  auto x = plain.batch(0).images.to_vector();
+  auto x = plain.batch(0).inputs.to_vector();
   CHECK(x[0] == doctest::Approx(1.0f));
   CHECK(x[1] == doctest::Approx(-1.0f));
   data::Loader flipped(d, {4, false, 0, 0, 1, true, 0, true});
   bool moved = false;
   for (int64_t epoch = 0; epoch < 8 && !moved; ++epoch) {
     flipped.set_epoch(epoch);
-    moved = flipped.batch(0).images.to_vector()[3] == doctest::Approx(1.0f);
+    moved = flipped.batch(0).inputs.to_vector()[3] == doctest::Approx(1.0f);
   }
   CHECK(moved);  // some epoch flips image 0 so its bright pixel lands at the top right
   data::Loader cropped(d, {4, false, 0, 0, 1, true, 2, false});
-  CHECK(cropped.batch(0).images.shape() == Shape{4, 1, 4, 4});
+  CHECK(cropped.batch(0).inputs.shape() == Shape{4, 1, 4, 4});
 }

@@ -51,11 +51,11 @@ Batch Loader::batch(int64_t index) const {
   Generator g((options_.seed + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(epoch_) << 40) ^
               (static_cast<uint64_t>(options_.rank) << 20) ^ static_cast<uint64_t>(index));
   const uint8_t* src = dataset_.images.data<uint8_t>();
-  float* dst = out.images.data<float>();
+  float* dst = out.inputs.data<float>();
   const int64_t pad = options_.crop_padding;
   for (int64_t b = 0; b < count; ++b) {
     int64_t sample = order_[begin + b];
-    out.labels.data<int64_t>()[b] = dataset_.labels.data<int64_t>()[sample];
+    out.targets.data<int64_t>()[b] = dataset_.labels.data<int64_t>()[sample];
     int64_t dy = pad > 0 ? static_cast<int64_t>(g.below(2 * pad + 1)) - pad : 0;
     int64_t dx = pad > 0 ? static_cast<int64_t>(g.below(2 * pad + 1)) - pad : 0;
     bool flip = options_.flip && g.uniform() < 0.5f;

@@ -4,6 +4,7 @@
 // (random crop after zero padding, horizontal flip) and normalises to float.
 #pragma once
 
+#include "apps/data/batch.h"
 #include "apps/data/dataset.h"
 
 namespace pac::data {
@@ -19,18 +20,13 @@ struct LoaderOptions {
   bool pinned = false;       // batches in pinned memory, for asynchronous copies to a GPU
 };
 
-struct Batch {
-  Tensor images;  // f32 [B, C, H, W], normalised
-  Tensor labels;  // i64 [B]
-};
-
-class Loader {
+class Loader : public BatchSource {
  public:
   Loader(const Dataset& dataset, const LoaderOptions& options);
-  void set_epoch(int64_t epoch);
-  int64_t num_batches() const;
+  void set_epoch(int64_t epoch) override;
+  int64_t num_batches() const override;
   int64_t samples_per_rank() const { return static_cast<int64_t>(order_.size()); }
-  Batch batch(int64_t index) const;
+  Batch batch(int64_t index) const override;
 
  private:
   const Dataset& dataset_;

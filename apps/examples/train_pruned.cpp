@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
       prune::ScoreContext context;  // magnitude needs no gradient pass
       pruner.step(step, context);   // may shrink the masks (same on every rank)
 
-      Tensor loss = cross_entropy((*model)(batch.images), batch.labels);
+      Tensor loss = cross_entropy((*model)(batch.inputs), batch.targets);
       sgd.zero_grad();
       loss.backward();  // launches the buckets' all-reduces
       // Waits for them; says (the same on every rank) whether any rank's step was not finite.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/models/gpt.h"
 #include "apps/models/resnet.h"
 #include "apps/models/vit.h"
 
@@ -14,12 +15,19 @@ struct ModelConfig {
   std::string name = "resnet20";
   int64_t in_channels = 1, num_classes = 10, image_size = 28;
   bool small_input = false;  // ResNet-18/34/50
-  // ViT sizes (0 = the preset's value, or the "vit" defaults below)
+  // Transformer sizes (0 = the preset's value, or the "vit" and "gpt" defaults)
   int64_t patch = 4, dim = 0, depth = 0, heads = 0, mlp_dim = 0;
   float dropout = 0.0f;
+  // GPT: tokens of context, and the vocabulary (0 = from the data; a checkpoint keeps the
+  // characters themselves in `vocab`, so that generation needs no text file).
+  int64_t vocab_size = 0, context = 0;
+  std::string vocab;
 };
 
 std::vector<std::string> model_names();
 nn::ModulePtr make_model(const ModelConfig& config);
+// The shape of one input sample batch of `batch`: [batch, C, H, W] for images, [batch, context]
+// of tokens for a GPT.
+Shape example_input_shape(const ModelConfig& config, int64_t batch = 1);
 
 }  // namespace pac::models

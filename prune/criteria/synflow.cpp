@@ -36,6 +36,10 @@ class SynFlow : public Criterion {
     PAC_CHECK(context.model && context.input_shape.size() >= 2,
               "--prune synflow needs the model and the shape of its input");
     nn::Module& model = *context.model;
+    PAC_CHECK(model.input_dtype() == DType::f32,
+              "--prune synflow feeds the model an all-ones input; {} takes {} tokens, which have "
+              "no such input (use magnitude, taylor, grasp or movement)",
+              model.describe(), dtype_name(model.input_dtype()));
     linearize(model);
     Shape shape = context.input_shape;
     shape[0] = 1;

@@ -1,0 +1,203 @@
+#include "apps/run_data.h"
+
+#include <cmath>
+
+#include "apps/data/loader.h"
+#include "apps/train_step.h"
+#include "apps/trainer.h"
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace pac {
+
+namespace {
+
+data::Dataset load_images(const TrainOptions& o, bool train) {
+  data::Dataset d;
+  if (o.data == "fashion-mnist" || o.data == "mnist") {
+    std::string dir = o.data_dir.empty() ? "/usr/share/datasets/" + o.data : o.data_dir;
+    d = data::load_mnist_like(o.data, dir, train);
+  } else if (o.data == "cifar10") {
+    d = data::load_cifar10(o.data_dir.empty() ? "data/cifar-10-batches-bin" : o.data_dir, train);
+  } else if (o.data == "synthetic") {
+    int64_t channels = o.model.in_channels ? o.model.in_channels : 3;
+    int64_t size = o.model.image_size ? o.model.image_size : 28;
+    int64_t classes = o.model.num_classes ? o.model.num_classes : 10;
+    d = data::make_synthetic(train ? o.synthetic_size : std::max<int64_t>(o.synthetic_size / 4, 1),
+                             channels, size, classes, o.seed * 2 + (train ? 0 : 1));
+  } else {
+    PAC_FAIL(
+        "--data '{}' is not known; expected fashion-mnist, mnist, cifar10, synthetic, text or "
+        "fortunes",
+        o.data);
+  }
+  int64_t subset = train ? o.train_subset : o.test_subset;
+  if (subset > 0 && subset < d.size()) {
+    d.images = d.images.view_flat(0, {subset, d.channels(), d.height(), d.width()});
+    d.labels = d.labels.view_flat(0, {subset});
+  }
+  return d;
+}
+
+// Sums over the ranks (loss, correct, samples); every rank gets the totals.
+void sum_over_ranks(double& loss_sum, int64_t& correct, int64_t& samples,
+                    comm::ProcessGroup* group) {
+  if (!group || group->size() == 1) return;
+  Tensor sums = Tensor::empty({3}, DType::f64);
+  double* values = sums.data<double>();
+  values[0] = loss_sum;
+  values[1] = static_cast<double>(correct);
+  values[2] = static_cast<double>(samples);
+  group->all_reduce(sums, comm::ReduceOp::sum)->wait();
+  loss_sum = sums.data<double>()[0];
+  correct = std::llround(sums.data<double>()[1]);
+  samples = std::llround(sums.data<double>()[2]);
+}
+
+// Adds a batch's summed loss and correct predictions (of the last dimension's argmax).
+void score_batch(nn::Module& model, const data::Batch& batch, Device device, double& loss_sum,
+                 int64_t& correct, int64_t& samples) {
+  Tensor logits = model(batch.inputs.to(device));
+  const int64_t n = batch.targets.numel();
+  loss_sum += batch_loss(logits, batch.targets.to(device)).item() * static_cast<double>(n);
+  Tensor predicted = argmax(logits, logits.dim() - 1).cpu();
+  const int64_t* p = predicted.data<int64_t>();
+  const int64_t* t = batch.targets.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) correct += p[i] == t[i];
+  samples += n;
+}
+
+EvalResult finish(double loss_sum, int64_t correct, int64_t samples, comm::ProcessGroup* group) {
+  sum_over_ranks(loss_sum, correct, samples, group);
+  EvalResult r;
+  r.samples = samples;
+  r.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
+  r.accuracy = samples ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
+  return r;
+}
+
+}  // namespace
+
+RunData load_run_data(const TrainOptions& o, bool train) {
+  RunData d;
+  if (o.data == "text" || o.data == "fortunes") {
+    PAC_CHECK(o.data == "fortunes" || !o.text_file.empty(),
+              "--data text needs --text-file PATH (any UTF-8 text file)");
+    PAC_CHECK(o.data == "text" || o.text_file.empty(), "--text-file needs --data text");
+    PAC_CHECK(o.train_subset == 0 && o.test_subset == 0 && o.crop_padding == 0 && !o.flip,
+              "--train-subset, --test-subset, --crop-padding and --flip apply to images; text "
+              "runs use --max-steps and --eval-iters");
+    d.text = o.data == "text" ? data::load_text_file(o.text_file)
+                              : data::load_fortunes(o.data_dir.empty() ? "/usr/share/games/fortunes"
+                                                                       : o.data_dir);
+    return d;
+  }
+  PAC_CHECK(o.text_file.empty(), "--text-file needs --data text");
+  PAC_CHECK(o.eval_iters == 0,
+            "--eval-iters applies to text; an image run evaluates the whole test set "
+            "(--test-subset N for fewer)");
+  if (train) d.train = load_images(o, true);
+  d.test = load_images(o, false);
+  return d;
+}
+
+models::ModelConfig resolve_model_config(models::ModelConfig c, const RunData& data) {
+  const bool gpt = models::is_gpt(c.name);
+  if (data.is_text()) {
+    PAC_CHECK(gpt,
+              "--model {} takes images; text data ({}) needs a language model: gpt, "
+              "gpt-nano, gpt-mini or gpt2-small",
+              c.name, data.name());
+    const data::CharVocab& vocab = data.text->vocab;
+    PAC_CHECK(c.vocab.empty() || c.vocab == vocab.chars(),
+              "the model's vocabulary ({} characters) is not the one of {} ({} characters); a "
+              "character-level model reads only text of its own characters",
+              data::CharVocab(c.vocab).size(), data.name(), vocab.size());
+    PAC_CHECK(c.vocab_size == 0 || c.vocab_size == vocab.size(),
+              "--vocab-size {} does not match the data: {} has {} distinct characters",
+              c.vocab_size, data.name(), vocab.size());
+    c.vocab_size = vocab.size();
+    c.vocab = vocab.chars();
+    c.context = models::example_input_shape(c)[1];
+    return c;
+  }
+  PAC_CHECK(!gpt,
+            "--model {} is a language model; it trains on text (--data text --text-file "
+            "PATH, or --data fortunes), not on {}",
+            c.name, data.name());
+  const data::Dataset& d = data.test;
+  auto resolve = [&](int64_t& field, int64_t from_data, const char* option) {
+    PAC_CHECK(field == 0 || field == from_data, "{} {} does not match the data: {} has {}", option,
+              field, d.name, from_data);
+    field = from_data;
+  };
+  resolve(c.in_channels, d.channels(), "--in-channels");
+  resolve(c.num_classes, d.num_classes, "--num-classes");
+  PAC_CHECK(d.height() == d.width(), "{}: images are {}x{}; only square images are supported",
+            d.name, d.height(), d.width());
+  resolve(c.image_size, d.height(), "--image-size");
+  return c;
+}
+
+std::unique_ptr<data::BatchSource> make_train_loader(const RunData& data, const TrainOptions& o,
+                                                     const models::ModelConfig& config, int rank,
+                                                     int world, bool pinned) {
+  if (data.is_text()) {
+    return std::make_unique<data::TextLoader>(
+        data.text->train, data::TextLoaderOptions{o.batch, config.context, o.seed, rank, world});
+  }
+  return std::make_unique<data::Loader>(
+      data.train, data::LoaderOptions{o.batch, true, o.seed, rank, world, true, o.crop_padding,
+                                      o.flip, pinned});
+}
+
+EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t batch,
+                    comm::ProcessGroup* group) {
+  // With a group, rank r takes the contiguous r-th share of the samples; the sums are all-reduced.
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  int64_t begin = dataset.size() * rank / world, end = dataset.size() * (rank + 1) / world;
+  data::Dataset share = dataset;
+  share.images = dataset.images.view_flat(
+      begin * dataset.channels() * dataset.height() * dataset.width(),
+      {end - begin, dataset.channels(), dataset.height(), dataset.width()});
+  share.labels = dataset.labels.view_flat(begin, {end - begin});
+  data::Loader loader(share, {batch, false, 0, 0, 1, false});
+  Device device = model.parameters().front()->data().device();
+  bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  double loss_sum = 0.0;
+  int64_t correct = 0, samples = 0;
+  for (int64_t b = 0; b < loader.num_batches(); ++b)
+    score_batch(model, loader.batch(b), device, loss_sum, correct, samples);
+  model.train(was_training);
+  return finish(loss_sum, correct, samples, group);
+}
+
+EvalResult evaluate_text(nn::Module& model, const Tensor& tokens, int64_t context, int64_t windows,
+                         int64_t batch, comm::ProcessGroup* group) {
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  const int64_t begin = windows * rank / world, end = windows * (rank + 1) / world;
+  Device device = model.parameters().front()->data().device();
+  bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  double loss_sum = 0.0;
+  int64_t correct = 0, samples = 0;
+  for (int64_t first = begin; first < end; first += batch) {
+    data::Batch b = data::window_batch(tokens, context, first, std::min(batch, end - first));
+    score_batch(model, b, device, loss_sum, correct, samples);
+  }
+  model.train(was_training);
+  return finish(loss_sum, correct, samples, group);
+}
+
+EvalResult evaluate_run(nn::Module& model, const RunData& data, const TrainOptions& o,
+                        const models::ModelConfig& config, comm::ProcessGroup* group) {
+  if (!data.is_text()) return evaluate(model, data.test, 500, group);
+  const int64_t windows = data::validation_windows(data.text->val, config.context,
+                                                   o.eval_iters > 0 ? o.eval_iters * o.batch : 0);
+  return evaluate_text(model, data.text->val, config.context, windows, o.batch, group);
+}
+
+}  // namespace pac
