@@ -298,6 +298,7 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--data", report.train.data, "data set (a batch for gradient criteria)")
       ->capture_default_str();
   report_cmd->add_option("--data-dir", report.train.data_dir, "folder of the data set");
+  report_cmd->add_option("--text-file", report.train.text_file, "--data text: the UTF-8 file");
   report_cmd->add_option("--world", report.world, "ranks, for the bytes on the wire")
       ->capture_default_str();
   report_cmd->add_option("--bucket-mb", report.train.bucket_mb, "gradient bucket size (MB)")
