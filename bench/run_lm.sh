@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Language models against the PyTorch peer (bench/peers/torch_gpt.py) on tinyshakespeare:
+# nanoGPT's CPU recipe (gpt-nano: context 64, batch 12, lr 1e-3 with 100 warm-up steps and cosine
+# decay to 1e-4, AdamW betas 0.9/0.99, weight decay 0.1 on 2-D parameters only, clipping at 1,
+# dropout 0), one thread per process. Each run writes out/lm/NAME.{log,jsonl}; the table is built
+# from whatever runs exist.
+# Usage: bench/run_lm.sh [--steps N] [--text FILE] [RUN ...]
+#   RUN: nano (pactrain, one process), torch-nano (the peer, one process), nano-2 (pactrain,
+#        2 ranks, dense), nano-2-t80 (2 ranks, 80% global magnitude pruning ramped over steps
+#        200-1200, pactrain's default ternary), nano-2-p80 (the same with fp32 values),
+#        torch-nano-2 (the peer under DDP, 2 ranks); --table prints the table only.
+#   Default: nano torch-nano nano-2 nano-2-t80.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+out="$root/out/lm"
+text="$root/../shared/data/tinyshakespeare.txt"
+steps=2000
+runs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps="$2"; shift 2 ;;
+    --text) text="$2"; shift 2 ;;
+    --table) runs=(--table); shift ;;
+    *) runs+=("$1"); shift ;;
+  esac
+done
+[ ${#runs[@]} -eq 0 ] && runs=(nano torch-nano nano-2 nano-2-t80)
+[ "${runs[0]}" = --table ] && runs=()
+mkdir -p "$out"
+[ ${#runs[@]} -gt 0 ] && [ ! -f "$text" ] && { echo "no text file '$text' (--text FILE)" >&2; exit 2; }
+[ ${#runs[@]} -gt 0 ] && [ -z "${BUILD_DIR:-}" ] && "$root/scripts/build.sh" >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+recipe=(--model gpt-nano --data text --text-file "$text" --batch 12 --max-steps "$steps"
+        --epochs 1000 --optimizer adamw --lr 1e-3 --schedule cosine:1e-4 --warmup 100
+        --beta2 0.99 --weight-decay 0.1 --no-decay-1d --clip-grad 1 --eval-every 250
+        --eval-iters 20 --threads 1 --seed 1 --log-every 50)
+peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text" --steps "$steps"
+      --depth 4 --heads 4 --dim 128 --context 64 --batch 12 --lr 1e-3 --min-lr 1e-4 --warmup 100
+      --beta2 0.99 --weight-decay 0.1 --clip-grad 1 --eval-every 250 --eval-iters 20 --seed 1)
+prune80=(--prune magnitude --sparsity 0.8 --prune-scope global
+         --prune-schedule "gradual:200:1200:100")
+
+for run in "${runs[@]+"${runs[@]}"}"; do
+  case "$run" in
+    nano) "$build/pactrain" train "${recipe[@]}" --metrics "$out/$run.jsonl" \
+            --checkpoint "$out/$run.safetensors" ;;
+    nano-2) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --metrics "$out/$run.jsonl" ;;
+    nano-2-t80) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${prune80[@]}" \
+                  --compress pactrain --compress-opt enc=ternary --metrics "$out/$run.jsonl" ;;
+    nano-2-p80) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${prune80[@]}" \
+                  --compress pactrain --metrics "$out/$run.jsonl" ;;
+    torch-nano | torch-nano-2)
+      "$root/scripts/setup.sh" python3-torch >/dev/null
+      ranks=1; [ "$run" = torch-nano-2 ] && ranks=2
+      "${peer[@]}" --ranks "$ranks" --metrics "$out/$run.jsonl" ;;
+    *) echo "unknown run '$run'; expected nano, torch-nano, nano-2, nano-2-t80, nano-2-p80 or" \
+            "torch-nano-2" >&2; exit 2 ;;
+  esac > "$out/$run.log" 2>&1
+done
+
+/usr/bin/python3 - "$out" <<'PY'
+import json, os, statistics, sys
+out = sys.argv[1]
+print("| run | steps | validation loss (nats/char) | bits/char | median step s | loss at step 250 / 500 / 1000 |")
+print("|---|---:|---:|---:|---:|---|")
+for run in ("nano", "torch-nano", "nano-2", "torch-nano-2", "nano-2-p80", "nano-2-t80"):
+    path = os.path.join(out, run + ".jsonl")
+    if not os.path.exists(path):
+        continue
+    records = [json.loads(line) for line in open(path)]
+    evals = {r["step"]: r["test_loss"] for r in records if r["kind"] in ("eval", "epoch")}
+    steps = [r["step_s"] for r in records if r["kind"] == "step"]
+    if not evals:
+        continue
+    last = max(evals)
+    curve = " / ".join(f"{evals[s]:.3f}" if s in evals else "-" for s in (250, 500, 1000))
+    print(f"| {run} | {last} | {evals[last]:.4f} | {evals[last] / 0.6931471805599453:.3f} | "
+          f"{statistics.median(steps):.4f} | {curve} |")
+PY
