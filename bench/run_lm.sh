@@ -4,7 +4,7 @@
 # decay to 1e-4, AdamW betas 0.9/0.99, weight decay 0.1 on 2-D parameters only, clipping at 1,
 # dropout 0), one thread per process. Each run writes out/lm/NAME.{log,jsonl}; the table is built
 # from whatever runs exist.
-# Usage: bench/run_lm.sh [--steps N] [--text FILE] [RUN ...]
+# Usage: bench/run_lm.sh [--steps N] [--text FILE] [--out DIR] [RUN ...]
 #   RUN: nano (pactrain, one process), torch-nano (the peer, one process), nano-2 (pactrain,
 #        2 ranks, dense), nano-2-t80 (2 ranks, 80% global magnitude pruning ramped over steps
 #        200-1200, pactrain's default ternary), nano-2-p80 (the same with fp32 values),
@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
     --text) text="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
     --table) runs=(--table); shift ;;
     *) runs+=("$1"); shift ;;
   esac

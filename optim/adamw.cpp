@@ -2,9 +2,38 @@
 
 #include <cmath>
 
+#include "core/ops/vector_math.h"
 #include "optim/update_kernels.h"
 
 namespace pac::optim {
+
+namespace {
+
+// The update, in the wide clones of vector_math.h where the CPU has them. Value j of the gradient
+// and the state belongs to weight positions[j], or to weight j without a mask; both loops sit in
+// the same clone, so a pruned parameter's kept entries round exactly as a dense one's do.
+PAC_SIMD_CLONES void adamw_kernel(float* w, float* m, float* v, const float* g,
+                                  const int32_t* positions, int64_t n, float step_size,
+                                  float sqrt_bias2, float b1, float b2, float eps, float decay) {
+  if (!positions) {
+    for (int64_t j = 0; j < n; ++j) {
+      w[j] *= decay;
+      m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+      v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+      w[j] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_bias2 + eps);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t i = positions[j];
+    w[i] *= decay;
+    m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+    v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+    w[i] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_bias2 + eps);
+  }
+}
+
+}  // namespace
 
 AdamW::AdamW(NamedParameters params, const AdamWOptions& options)
     : Optimizer(std::move(params), options.lr), options_(options) {
@@ -38,13 +67,8 @@ void AdamW::update(nn::Parameter& p, const GradientView& grad,
                     b2, options_.eps, decay);
     return;
   }
-  for (int64_t j = 0; j < grad.count; ++j) {
-    int64_t i = grad.position(j);
-    w[i] *= decay;
-    m[j] = b1 * m[j] + (1.0f - b1) * g[j];
-    v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-    w[i] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_bias2 + options_.eps);
-  }
+  adamw_kernel(w, m, v, g, grad.positions, grad.count, step_size, sqrt_bias2, b1, b2, options_.eps,
+               decay);
 }
 
 }  // namespace pac::optim

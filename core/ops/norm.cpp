@@ -9,6 +9,7 @@
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
+#include "core/ops/vector_math.h"
 
 namespace pac {
 
@@ -217,6 +218,64 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 // --- layer norm: x viewed as [rows, D] with D the product of normalized_shape ---
+// Each row of x [rows, d] normalised to mean 0 and variance 1 (sums in double), then scaled and
+// shifted; its mean and 1/std are kept for backward.
+PAC_SIMD_CLONES static void layer_norm_rows(const float* px, const float* pw, const float* pb,
+                                            float* po, float* mean, float* rstd, int64_t rows,
+                                            int64_t d, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * d;
+    double total = 0.0, total_sq = 0.0;
+    for (int64_t j = 0; j < d; ++j) total += xr[j];
+    const double mu = total / d;
+    for (int64_t j = 0; j < d; ++j) total_sq += (xr[j] - mu) * (xr[j] - mu);
+    mean[r] = static_cast<float>(mu);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(total_sq / d + eps));
+    const float m = mean[r], s = rstd[r];
+    float* yr = po + r * d;
+    for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * s;
+    if (pw) {
+      for (int64_t j = 0; j < d; ++j) yr[j] *= pw[j];
+    }
+    if (pb) {
+      for (int64_t j = 0; j < d; ++j) yr[j] += pb[j];
+    }
+  }
+}
+
+// Backward of layer_norm_rows for g [rows, d]: adds to the scale's and shift's gradients (when
+// given) and writes x's (when given). xhat and dxhat are scratch rows of d.
+PAC_SIMD_CLONES static void layer_norm_rows_backward(const float* px, const float* pg,
+                                                     const float* pw, const float* mean,
+                                                     const float* rstd, float* pgx, float* pgw,
+                                                     float* pgb, float* xhat, float* dxhat,
+                                                     int64_t rows, int64_t d) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * d;
+    const float* gr = pg + r * d;
+    const float m = mean[r], s = rstd[r];
+    for (int64_t j = 0; j < d; ++j) xhat[j] = (xr[j] - m) * s;
+    if (pgw) {
+      for (int64_t j = 0; j < d; ++j) pgw[j] += gr[j] * xhat[j];
+    }
+    if (pgb) {
+      for (int64_t j = 0; j < d; ++j) pgb[j] += gr[j];
+    }
+    if (!pgx) continue;
+    for (int64_t j = 0; j < d; ++j) dxhat[j] = pw ? gr[j] * pw[j] : gr[j];
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t j = 0; j < d; ++j) {
+      sum_dxhat += dxhat[j];
+      sum_dxhat_xhat += dxhat[j] * xhat[j];
+    }
+    const float mean_dxhat = static_cast<float>(sum_dxhat / d);
+    const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / d);
+    float* out = pgx + r * d;
+    for (int64_t j = 0; j < d; ++j)
+      out[j] = s * (dxhat[j] - mean_dxhat - xhat[j] * mean_dxhat_xhat);
+  }
+}
+
 class LayerNormBackward : public Node {
  public:
   LayerNormBackward(Tensor x, Tensor weight, std::vector<float> mean, std::vector<float> rstd,
@@ -240,34 +299,8 @@ class LayerNormBackward : public Node {
     float* pgb = gb.defined() ? gb.data<float>() : nullptr;
     float* pgx = gx.defined() ? gx.data<float>() : nullptr;
     std::vector<float> xhat(d_), dxhat(d_);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = px + r * d_;
-      const float* gr = pg + r * d_;
-      const float mean = mean_[r], rstd = rstd_[r];
-      for (int64_t j = 0; j < d_; ++j) xhat[j] = (xr[j] - mean) * rstd;
-      if (pgw) {
-        for (int64_t j = 0; j < d_; ++j) pgw[j] += gr[j] * xhat[j];
-      }
-      if (pgb) {
-        for (int64_t j = 0; j < d_; ++j) pgb[j] += gr[j];
-      }
-      if (!pgx) continue;
-      if (pw) {
-        for (int64_t j = 0; j < d_; ++j) dxhat[j] = gr[j] * pw[j];
-      } else {
-        std::copy(gr, gr + d_, dxhat.begin());
-      }
-      double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-      for (int64_t j = 0; j < d_; ++j) {
-        sum_dxhat += dxhat[j];
-        sum_dxhat_xhat += dxhat[j] * xhat[j];
-      }
-      float mean_dxhat = static_cast<float>(sum_dxhat / d_);
-      float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / d_);
-      float* out = pgx + r * d_;
-      for (int64_t j = 0; j < d_; ++j)
-        out[j] = rstd * (dxhat[j] - mean_dxhat - xhat[j] * mean_dxhat_xhat);
-    }
+    layer_norm_rows_backward(px, pg, pw, mean_.data(), rstd_.data(), pgx, pgw, pgb, xhat.data(),
+                             dxhat.data(), rows, d_);
     return {gx, gw, gb};
   }
 
@@ -342,24 +375,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const float* pw = weight.defined() ? weight.data<float>() : nullptr;
   const float* pb = bias.defined() ? bias.data<float>() : nullptr;
   float* po = out.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * d;
-    double total = 0.0, total_sq = 0.0;
-    for (int64_t j = 0; j < d; ++j) total += xr[j];
-    double mu = total / d;
-    for (int64_t j = 0; j < d; ++j) total_sq += (xr[j] - mu) * (xr[j] - mu);
-    mean[r] = static_cast<float>(mu);
-    rstd[r] = static_cast<float>(1.0 / std::sqrt(total_sq / d + eps));
-    const float m = mean[r], s = rstd[r];
-    float* yr = po + r * d;
-    for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * s;
-    if (pw) {
-      for (int64_t j = 0; j < d; ++j) yr[j] *= pw[j];
-    }
-    if (pb) {
-      for (int64_t j = 0; j < d; ++j) yr[j] += pb[j];
-    }
-  }
+  layer_norm_rows(px, pw, pb, po, mean.data(), rstd.data(), rows, d, eps);
   if (any_requires_grad({x, weight, bias})) {
     auto node = std::make_shared<LayerNormBackward>(x.detach(),
                                                     weight.defined() ? weight.detach() : Tensor(),

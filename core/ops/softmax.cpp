@@ -5,11 +5,38 @@
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
+#include "core/ops/vector_math.h"
 
 namespace pac {
 
 // Writes softmax (or log-softmax) of x along the [outer, size, inner] split into out.
+// One row of the last dimension: its exponentials are written once and rescaled, through the
+// branch-free exp of vector_math.h so that the loops vectorise. Inputs below -104 (a causal
+// mask's -inf among them) give exactly 0, as e^-104 is below the smallest float.
+PAC_SIMD_CLONES static void softmax_rows(const float* x, float* out, int64_t rows, int64_t size,
+                                         bool log_space) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * size;
+    float* dst = out + r * size;
+    float peak = -INFINITY;
+    for (int64_t k = 0; k < size; ++k) peak = std::max(peak, row[k]);
+    double total = 0.0;
+    for (int64_t k = 0; k < size; ++k) {
+      dst[k] = vec::exp(std::max(row[k] - peak, -104.0f));
+      total += dst[k];
+    }
+    if (log_space) {
+      const float shift = peak + static_cast<float>(std::log(total));
+      for (int64_t k = 0; k < size; ++k) dst[k] = row[k] - shift;
+    } else {
+      const float scale = static_cast<float>(1.0 / total);
+      for (int64_t k = 0; k < size; ++k) dst[k] *= scale;
+    }
+  }
+}
+
 static void softmax_kernel(const float* x, float* out, detail::DimSplit s, bool log_space) {
+  if (s.inner == 1) return softmax_rows(x, out, s.outer, s.size, log_space);
   for (int64_t o = 0; o < s.outer; ++o) {
     for (int64_t i = 0; i < s.inner; ++i) {
       const float* row = x + o * s.size * s.inner + i;

@@ -32,8 +32,8 @@ class UnaryBackward : public Node {
       cuda::unary_backward(kind_, param_, px, py, pg, out, gx.numel());
       return {gx};
     }
-    for (int64_t i = 0, count = gx.numel(); i < count; ++i)
-      out[i] = pg[i] * derivative_(px[i], py[i]);
+    vec::map3(pg, px, py, out, gx.numel(),
+              [d = derivative_](float g, float x, float y) { return g * d(x, y); });
     return {gx};
   }
 
@@ -57,7 +57,7 @@ static Tensor unary_op(const Tensor& x, const char* name, cuda::UnaryOp kind, fl
   if (x.is_cuda()) {
     cuda::unary_forward(kind, param, px, py, x.numel());
   } else {
-    for (int64_t i = 0, count = x.numel(); i < count; ++i) py[i] = forward(px[i]);
+    vec::map(px, py, x.numel(), forward);
   }
   if (any_requires_grad({x})) {
     auto node = std::make_shared<UnaryBackward<Derivative>>(name, kind, param, x.detach(),

@@ -8,6 +8,16 @@
 #include <cmath>
 #include <cstdint>
 
+// Loops marked PAC_SIMD_CLONES are compiled twice, for x86-64-v3 (AVX2 and FMA: 8 floats at a
+// time) and for the baseline the build targets, and the loader picks the one this CPU runs
+// (GCC's target_clones): a portable binary still gets the wide loops, as PyTorch's CPU kernels
+// do with their own dispatch. Elsewhere the macro is empty.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PAC_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PAC_SIMD_CLONES
+#endif
+
 namespace pac::vec {
 
 // e^x = 2^n e^r with n = round(x / ln 2) and |r| <= ln(2) / 2; e^r by its Taylor series to r^6
@@ -48,6 +58,17 @@ inline float erf(float x) {
   poly = poly * t + 0.254829592f;
   float y = 1.0f - poly * t * vec::exp(-a * a);
   return std::copysign(y, x);
+}
+
+// y[i] = f(x[i]) and out[i] = f(a[i], b[i], c[i]), in the wide clones where the CPU has them.
+template <class F>
+PAC_SIMD_CLONES void map(const float* x, float* y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+template <class F>
+PAC_SIMD_CLONES void map3(const float* a, const float* b, const float* c, float* out, int64_t n,
+                          F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i], c[i]);
 }
 
 }  // namespace pac::vec
