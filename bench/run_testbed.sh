@@ -6,7 +6,8 @@
 # 90% as fp32 and ternary) and PyTorch DDP's (allreduce, fp16_compress_hook, powerSGD_hook rank 2
 # and 4), plus our compute-only throughput (one rank, no communication, times the rank count).
 # Results are appended to OUT/results.jsonl; bench/report_testbed.py turns them into tables and
-# plots. Needs root (network namespaces).
+# plots. Needs root (network namespaces). --models also takes the language models gpt-nano and
+# gpt-mini (--batch is then sequences of their context, e.g. 4 for gpt-mini).
 #   bench/run_testbed.sh [--rates 100mbit,500mbit,1gbit] [--models resnet18,vit] [--ranks 2]
 #                        [--steps 4] [--batch 32] [--methods LIST] [--mode hosts|shared]
 #                        [--out out/testbed]

@@ -6,6 +6,8 @@ and appends one JSON object per run to --out:
   rate, link_mbit (calibrated), model, method, impl, ranks, batch, steps (timed), samples_per_s, step_s,
   compute_s, codec_s, comm_exposed_s, bytes_per_step (per rank), date, commit
 The first --warmup steps of each of our runs are left out (connections, the pruning event, plans).
+Models: resnet18, resnet20, vit, and the language models gpt-nano and gpt-mini (on a text this
+script writes, their peer bench/peers/torch_gpt.py).
 Usage: testbed_bench.py --rate R --out FILE [--models a,b] [--methods m1,m2] [--ranks N]
                         [--steps S] [--batch B]"""
 import argparse
@@ -51,6 +53,31 @@ MODELS = {  # our options for the shapes of bench/peers/torch_step.py
     "resnet20": ["--model", "resnet20", "--in-channels", "1"],
     "vit": ["--model", "vit", "--in-channels", "3"],
 }
+# Language models (apps/models/gpt.h) and the sizes bench/peers/torch_gpt.py builds them with:
+# depth, heads, width, context. They train on a text this script writes (65 characters, like
+# tinyshakespeare's vocabulary), with AdamW as nanoGPT.
+GPTS = {"gpt-nano": (4, 4, 128, 64), "gpt-mini": (6, 6, 384, 256)}
+GPT_OPTIONS = ["--optimizer", "adamw", "--lr", "1e-3", "--beta2", "0.99", "--weight-decay", "0.1",
+               "--no-decay-1d", "--clip-grad", "1"]
+
+
+def write_text(path, characters=400_000):
+    """Random text over 65 characters: throughput does not depend on what the text says."""
+    import random
+    alphabet = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    rng = random.Random(1)
+    with open(path, "w") as f:
+        f.write("".join(rng.choice(alphabet) for _ in range(characters)))
+
+
+def model_options(model, steps, ranks, batch, text):
+    """Our options for `model`: synthetic images of the peer's shapes, or the text for a GPT."""
+    if model in GPTS:
+        return ["--model", model, "--data", "text", "--text-file", text, "--epochs", "1000",
+                "--eval-iters", "1", *GPT_OPTIONS]
+    return [*MODELS[model], "--image-size", "28", "--num-classes", "10", "--data", "synthetic",
+            "--synthetic-size", str(batch * ranks * (steps + 1)), "--test-subset", "8",
+            "--epochs", "1"]
 
 
 def run_all(cmds, timeout):
@@ -117,12 +144,15 @@ def ours(model, method, args, compute_only=False):
     warmup = period if sync else args.warmup
     steps = -(-args.steps // period) * period + warmup
     with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "text.txt")
+        if model in GPTS:
+            write_text(text)
+
         def command(metrics, ranks):
             return ([] if ranks == 1 else mpiexec(ranks)) + [
-                os.path.join(BUILD, "pactrain"), "train", *MODELS[model], "--image-size", "28",
-                "--num-classes", "10", "--data", "synthetic",
-                "--synthetic-size", str(args.batch * ranks * (steps + 1)), "--test-subset", "8",
-                "--batch", str(args.batch), "--max-steps", str(steps), "--epochs", "1",
+                os.path.join(BUILD, "pactrain"), "train",
+                *model_options(model, steps, ranks, args.batch, text),
+                "--batch", str(args.batch), "--max-steps", str(steps),
                 "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
                 *(OURS["dense"] if compute_only else OURS[method] + sync)]
         files = [os.path.join(tmp, f"metrics{i}.jsonl")
@@ -138,12 +168,28 @@ def ours(model, method, args, compute_only=False):
             "bytes_per_step": 0 if compute_only else mean("bytes_sent")}
 
 
+PORTS = list(range(200))
+
+
 def peer(model, hook, args):
     """PyTorch DDP: its ranks spawned here, or in hosts mode one per host (rank i on host
     10.77.0.(i+1), started through the testbed's rsh agent)."""
     command = ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"), "--ranks",
                str(args.ranks), "--steps", str(args.steps), "--batch", str(args.batch), "--models",
                model, "--hook", hook, "--json"]
+    if model in GPTS:
+        tmp = tempfile.TemporaryDirectory()
+        text = os.path.join(tmp.name, "text.txt")
+        write_text(text)
+        depth, heads, dim, context = GPTS[model]
+        # Its first two steps are left out of the mean, as torch_ddp.py's warm-up steps are.
+        command = ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_gpt.py"),
+                   "--text-file", text, "--depth", str(depth), "--heads", str(heads), "--dim",
+                   str(dim), "--context", str(context), "--batch", str(args.batch), "--steps",
+                   str(args.steps + 2), "--eval-every", "0", "--eval-iters", "1", "--ranks",
+                   str(args.ranks), "--hook", hook, "--json"]
+    # A fresh port each run: the last run's may still be in TIME_WAIT, and gloo would fail to bind.
+    os.environ["MASTER_PORT"] = str(29600 + PORTS.pop())
     if os.environ.get("TESTBED_MODE") == "hosts":
         rsh = os.environ["TESTBED_RSH"]
         outs = run_all([command + ["--rank", "0"]] +
@@ -173,8 +219,9 @@ def main():
             sys.exit(f"testbed_bench: unknown method '{name}'; expected compute-only, "
                      f"{', '.join(OURS)} or {', '.join(PEERS)}")
     for model in args.models.split(","):
-        if model not in MODELS:
-            sys.exit(f"testbed_bench: unknown model '{model}'; expected {', '.join(MODELS)}")
+        if model not in MODELS and model not in GPTS:
+            sys.exit(f"testbed_bench: unknown model '{model}'; expected "
+                     f"{', '.join([*MODELS, *GPTS])}")
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     link = calibrate(args.rate, args.ranks)

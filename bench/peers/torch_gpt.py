@@ -10,11 +10,13 @@ different (equally random) batches. Alone it trains in one process; with --ranks
 DistributedDataParallel over gloo with the given --hook (torch_ddp.py). One thread per process.
 Writes JSON lines like pactrain's --metrics: {"kind": "step", "step", "loss", "step_s"} every
 --log-every steps and {"kind": "eval", "step", "test_loss", "wall_s"} every --eval-every steps
-and at the end.
+and at the end. With --json rank 0 prints one JSON object: the mean step_s after the first two
+steps and samples_per_s (sequences, all ranks), as torch_ddp.py does for the testbed; --rank R
+runs that one rank only, for launchers that start each rank on its own host.
 Usage: torch_gpt.py --text-file F [--depth 4 --heads 4 --dim 128 --context 64] [--batch 12]
        [--steps 2000] [--lr 1e-3 --min-lr 1e-4 --warmup 100] [--clip-grad 1]
        [--eval-every 250 --eval-iters 20]
-       [--ranks N --hook allreduce] [--metrics FILE] [--seed S]"""
+       [--ranks N [--rank R] --hook allreduce] [--metrics FILE] [--json] [--seed S]"""
 import argparse
 import json
 import math
@@ -138,6 +140,7 @@ def run(rank, args):
             out.flush()
 
     start = time.perf_counter()
+    timed = []
     for step in range(args.steps):
         t0 = time.perf_counter()
         for group in optimizer.param_groups:
@@ -153,6 +156,8 @@ def run(rank, args):
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad)
         optimizer.step()
         step_s = time.perf_counter() - t0
+        if step >= 2:
+            timed.append(step_s)
         done = step + 1
         if done % args.log_every == 0 or done == args.steps:
             write({"kind": "step", "step": done, "loss": loss.item(), "step_s": step_s})
@@ -161,8 +166,12 @@ def run(rank, args):
             val_loss = evaluate(model, val, args)
             write({"kind": "eval", "step": done, "test_loss": val_loss,
                    "bits_per_token": val_loss / math.log(2), "wall_s": time.perf_counter() - start})
-            if rank == 0:
+            if rank == 0 and not args.json:
                 print(f"step {done}: validation loss {val_loss:.4f}", flush=True)
+    if args.json and rank == 0 and timed:
+        step_s = sum(timed) / len(timed)
+        print(json.dumps({"model": "gpt", "hook": args.hook, "step_s": step_s,
+                          "samples_per_s": args.batch * args.ranks / step_s}), flush=True)
 
 
 def main():
@@ -184,11 +193,15 @@ def main():
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--ranks", type=int, default=1)
+    p.add_argument("--rank", type=int, help="run this rank only (hosts mode)")
     p.add_argument("--hook", default="allreduce")
+    p.add_argument("--json", action="store_true")
     p.add_argument("--metrics")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
-    if args.ranks > 1:
+    if args.rank is not None:
+        run(args.rank, args)
+    elif args.ranks > 1:
         import torch.multiprocessing as mp
         mp.spawn(run, args=(args,), nprocs=args.ranks)
     else:
