@@ -9,7 +9,10 @@
 #        2 ranks, dense), nano-2-t80 (2 ranks, 80% global magnitude pruning ramped over steps
 #        200-1200, pactrain's default ternary), nano-2-p80 (the same with fp32 values),
 #        nano-2-t80-layer, nano-2-p80-layer (every weight tensor pruned to 80% instead of one
-#        global ranking), torch-nano-2 (the peer under DDP, 2 ranks); --table prints the table.
+#        global ranking), torch-nano-2 (the peer under DDP, 2 ranks); nano-2-localH and
+#        nano-2-dilocoH (2 ranks, dense, synchronising every H steps: docs/local-sgd.md; evaluated
+#        at the end only, as the ranks' models differ between synchronisations); --table prints
+#        the table.
 #   Default: nano torch-nano nano-2 nano-2-t80.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,8 +40,9 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_
 
 recipe=(--model gpt-nano --data text --text-file "$text" --batch 12 --max-steps "$steps"
         --epochs 1000 --optimizer adamw --lr 1e-3 --schedule cosine:1e-4 --warmup 100
-        --beta2 0.99 --weight-decay 0.1 --no-decay-1d --clip-grad 1 --eval-every 250
+        --beta2 0.99 --weight-decay 0.1 --no-decay-1d --clip-grad 1
         --eval-iters 20 --threads 1 --seed 1 --log-every 50)
+every=(--eval-every 250)
 peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text" --steps "$steps"
       --depth 4 --heads 4 --dim 128 --context 64 --batch 12 --lr 1e-3 --min-lr 1e-4 --warmup 100
       --beta2 0.99 --weight-decay 0.1 --clip-grad 1 --eval-every 250 --eval-iters 20 --seed 1)
@@ -48,22 +52,28 @@ prune80() {  # SCOPE
 
 for run in "${runs[@]+"${runs[@]}"}"; do
   case "$run" in
-    nano) "$build/pactrain" train "${recipe[@]}" --metrics "$out/$run.jsonl" \
+    nano) "$build/pactrain" train "${recipe[@]}" "${every[@]}" --metrics "$out/$run.jsonl" \
             --checkpoint "$out/$run.safetensors" ;;
-    nano-2) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --metrics "$out/$run.jsonl" ;;
+    nano-2) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" \
+              --metrics "$out/$run.jsonl" ;;
+    nano-2-local[0-9]* | nano-2-diloco[0-9]*)
+      sync="${run#nano-2-}" sync="${sync%%[0-9]*}:${sync##*[a-z]}"
+      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --sync "$sync" \
+        --metrics "$out/$run.jsonl" ;;
     nano-2-[tp]80 | nano-2-[tp]80-layer)
       scope=global enc=fp32
       [[ "$run" == *-layer ]] && scope=layer
       [[ "$run" == nano-2-t* ]] && enc=ternary
       # shellcheck disable=SC2046  # prune80 prints options without spaces inside them
-      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" $(prune80 "$scope") \
+      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" $(prune80 "$scope") \
         --compress pactrain --compress-opt "enc=$enc" --metrics "$out/$run.jsonl" ;;
     torch-nano | torch-nano-2)
       "$root/scripts/setup.sh" python3-torch >/dev/null
       ranks=1; [ "$run" = torch-nano-2 ] && ranks=2
       "${peer[@]}" --ranks "$ranks" --metrics "$out/$run.jsonl" ;;
     *) echo "unknown run '$run'; expected nano, torch-nano, nano-2, nano-2-t80, nano-2-p80," \
-            "nano-2-t80-layer, nano-2-p80-layer or torch-nano-2" >&2; exit 2 ;;
+            "nano-2-t80-layer, nano-2-p80-layer, nano-2-localH, nano-2-dilocoH or torch-nano-2" >&2
+       exit 2 ;;
   esac > "$out/$run.log" 2>&1
 done
 
@@ -72,8 +82,10 @@ import json, os, statistics, sys
 out = sys.argv[1]
 print("| run | steps | validation loss (nats/char) | bits/char | median step s | loss at step 250 / 500 / 1000 |")
 print("|---|---:|---:|---:|---:|---|")
+extra = sorted(f[:-6] for f in os.listdir(out)
+               if f.endswith(".jsonl") and ("-local" in f or "-diloco" in f))
 for run in ("nano", "torch-nano", "nano-2", "torch-nano-2", "nano-2-p80", "nano-2-t80",
-            "nano-2-p80-layer", "nano-2-t80-layer"):
+            "nano-2-p80-layer", "nano-2-t80-layer", *extra):
     path = os.path.join(out, run + ".jsonl")
     if not os.path.exists(path):
         continue
