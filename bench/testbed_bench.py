@@ -112,8 +112,10 @@ def mpiexec(ranks):
     mode), or one rank per host namespace (hosts mode, each rank its own shaped link)."""
     cmd = ["mpiexec", "--oversubscribe", "-n", str(ranks)]
     if os.environ.get("TESTBED_MODE") == "hosts":
+        # Every "host" is this machine: left to itself, each one's mpirun daemon binds its rank
+        # to its first core, the same core for every rank.
         cmd += ["--hostfile", os.environ["TESTBED_HOSTFILE"], "--mca", "plm_rsh_agent",
-                os.environ["TESTBED_RSH"]]
+                os.environ["TESTBED_RSH"], "--bind-to", "none"]
     return cmd
 
 
