@@ -75,4 +75,14 @@ check "hosts: mpirun reached both hosts through the rsh agent" \
 check "hosts: each host's link shaped at 500 Mbit/s" \
   bash -c "[ \$(grep -c 'tbf .*rate 500Mbit' '$out') -eq 2 ]"
 check "hosts: every namespace removed" [ "$(ours)" -eq "$before" ]
+
+# The benchmarks' launcher for hosts mode leaves each rank every core of this machine: each
+# "host" is this machine, and a binding per host would put every rank on core 0.
+"$testbed" --mode hosts --ranks 2 --rate 500mbit -- sh -c "cd '$root/bench' && python3 -c \
+  'import subprocess, testbed_bench; subprocess.run(testbed_bench.mpiexec(2) +
+   [\"grep\", \"Cpus_allowed_list\", \"/proc/self/status\"], check=True)'" >"$out" 2>&1
+status=$?
+all_cores="$(grep Cpus_allowed_list /proc/self/status)"
+check "hosts: the benchmarks' ranks may run on every core ($all_cores)" \
+  bash -c "[ $status -eq 0 ] && [ \$(grep -c -F '$all_cores' '$out') -eq 2 ]"
 exit $((failures > 0))
