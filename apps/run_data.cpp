@@ -39,40 +39,35 @@ data::Dataset load_images(const TrainOptions& o, bool train) {
   return d;
 }
 
-// Sums over the ranks (loss, correct, samples); every rank gets the totals.
-void sum_over_ranks(double& loss_sum, int64_t& correct, int64_t& samples,
-                    comm::ProcessGroup* group) {
-  if (!group || group->size() == 1) return;
-  Tensor sums = Tensor::empty({3}, DType::f64);
-  double* values = sums.data<double>();
-  values[0] = loss_sum;
-  values[1] = static_cast<double>(correct);
-  values[2] = static_cast<double>(samples);
-  group->all_reduce(sums, comm::ReduceOp::sum)->wait();
-  loss_sum = sums.data<double>()[0];
-  correct = std::llround(sums.data<double>()[1]);
-  samples = std::llround(sums.data<double>()[2]);
-}
-
-// Adds a batch's summed loss and correct predictions (of the last dimension's argmax).
-void score_batch(nn::Module& model, const data::Batch& batch, Device device, double& loss_sum,
-                 int64_t& correct, int64_t& samples) {
-  Tensor logits = model(batch.inputs.to(device));
-  const int64_t n = batch.targets.numel();
-  loss_sum += batch_loss(logits, batch.targets.to(device)).item() * static_cast<double>(n);
-  Tensor predicted = argmax(logits, logits.dim() - 1).cpu();
-  const int64_t* p = predicted.data<int64_t>();
-  const int64_t* t = batch.targets.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) correct += p[i] == t[i];
-  samples += n;
-}
-
-EvalResult finish(double loss_sum, int64_t correct, int64_t samples, comm::ProcessGroup* group) {
-  sum_over_ranks(loss_sum, correct, samples, group);
+// Scores `count` batches (batch_at(i) gives batch i) in evaluation mode without gradients: the
+// summed loss and the correct predictions of the last dimension's argmax, summed over the ranks.
+template <class BatchAt>
+EvalResult score_batches(nn::Module& model, int64_t count, BatchAt batch_at,
+                         comm::ProcessGroup* group) {
+  const Device device = model.parameters().front()->data().device();
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  // loss, correct, samples: f64 so that one all-reduce sums them exactly
+  Tensor sums = Tensor::zeros({3}, DType::f64);
+  double* totals = sums.data<double>();
+  for (int64_t i = 0; i < count; ++i) {
+    const data::Batch batch = batch_at(i);
+    Tensor logits = model(batch.inputs.to(device));
+    const int64_t n = batch.targets.numel();
+    totals[0] += batch_loss(logits, batch.targets.to(device)).item() * static_cast<double>(n);
+    Tensor predicted = argmax(logits, logits.dim() - 1).cpu();
+    const int64_t* p = predicted.data<int64_t>();
+    const int64_t* t = batch.targets.data<int64_t>();
+    for (int64_t j = 0; j < n; ++j) totals[1] += p[j] == t[j];
+    totals[2] += static_cast<double>(n);
+  }
+  model.train(was_training);
+  if (group && group->size() > 1) group->all_reduce(sums, comm::ReduceOp::sum)->wait();
   EvalResult r;
-  r.samples = samples;
-  r.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
-  r.accuracy = samples ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
+  r.samples = std::llround(totals[2]);
+  r.loss = r.samples ? totals[0] / totals[2] : 0.0;
+  r.accuracy = r.samples ? totals[1] / totals[2] : 0.0;
   return r;
 }
 
@@ -162,34 +157,22 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t bat
       {end - begin, dataset.channels(), dataset.height(), dataset.width()});
   share.labels = dataset.labels.view_flat(begin, {end - begin});
   data::Loader loader(share, {batch, false, 0, 0, 1, false});
-  Device device = model.parameters().front()->data().device();
-  bool was_training = model.is_training();
-  model.eval();
-  NoGradGuard no_grad;
-  double loss_sum = 0.0;
-  int64_t correct = 0, samples = 0;
-  for (int64_t b = 0; b < loader.num_batches(); ++b)
-    score_batch(model, loader.batch(b), device, loss_sum, correct, samples);
-  model.train(was_training);
-  return finish(loss_sum, correct, samples, group);
+  return score_batches(
+      model, loader.num_batches(), [&](int64_t b) { return loader.batch(b); }, group);
 }
 
 EvalResult evaluate_text(nn::Module& model, const Tensor& tokens, int64_t context, int64_t windows,
                          int64_t batch, comm::ProcessGroup* group) {
+  // Rank r takes the contiguous r-th share of the windows.
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const int64_t begin = windows * rank / world, end = windows * (rank + 1) / world;
-  Device device = model.parameters().front()->data().device();
-  bool was_training = model.is_training();
-  model.eval();
-  NoGradGuard no_grad;
-  double loss_sum = 0.0;
-  int64_t correct = 0, samples = 0;
-  for (int64_t first = begin; first < end; first += batch) {
-    data::Batch b = data::window_batch(tokens, context, first, std::min(batch, end - first));
-    score_batch(model, b, device, loss_sum, correct, samples);
-  }
-  model.train(was_training);
-  return finish(loss_sum, correct, samples, group);
+  return score_batches(
+      model, (end - begin + batch - 1) / batch,
+      [&](int64_t i) {
+        const int64_t first = begin + i * batch;
+        return data::window_batch(tokens, context, first, std::min(batch, end - first));
+      },
+      group);
 }
 
 EvalResult evaluate_run(nn::Module& model, const RunData& data, const TrainOptions& o,

@@ -253,6 +253,15 @@ TrainResult train(const TrainOptions& o) {
   result.dense_bytes_per_step =
       static_cast<double>(prune::bytes_per_step(*model, report_options).dense) * ring_factor;
   auto run_start = Clock::now();
+  auto evaluation_record = [&](const char* kind, int64_t epoch, const EvalResult& held) {
+    return nlohmann::json{{"kind", kind},
+                          {"epoch", epoch},
+                          {"step", position.step},
+                          {"test_loss", held.loss},
+                          {"test_acc", held.accuracy},
+                          {"bits_per_token", held.loss / std::numbers::ln2},
+                          {"wall_s", seconds_since(run_start)}};
+  };
   model->train();
   for (int64_t epoch = position.epoch; epoch < o.epochs && position.step < total_steps; ++epoch) {
     loader->set_epoch(epoch);
@@ -383,13 +392,7 @@ TrainResult train(const TrainOptions& o) {
       if (o.eval_every > 0 && position.step % o.eval_every == 0 && b + 1 < batches &&
           position.step < total_steps) {
         EvalResult held = evaluate_now();
-        metrics.write({{"kind", "eval"},
-                       {"step", position.step},
-                       {"epoch", epoch},
-                       {"test_loss", held.loss},
-                       {"test_acc", held.accuracy},
-                       {"bits_per_token", held.loss / std::numbers::ln2},
-                       {"wall_s", seconds_since(run_start)}});
+        metrics.write(evaluation_record("eval", epoch, held));
         if (!quiet) {
           if (show_bar) std::fprintf(stderr, "\n");
           std::printf("step %ld: %s loss %.4f (%.3f bits per token), accuracy %.2f%%\n",
@@ -410,14 +413,9 @@ TrainResult train(const TrainOptions& o) {
     result.samples_per_s = samples / std::max(seconds_since(epoch_start), 1e-9);
     result.test = evaluate_now();
     if (!leader) continue;
-    metrics.write({{"kind", "epoch"},
-                   {"epoch", epoch},
-                   {"step", position.step},
-                   {"train_loss", result.train_loss},
-                   {"test_loss", result.test.loss},
-                   {"test_acc", result.test.accuracy},
-                   {"bits_per_token", result.test.loss / std::numbers::ln2},
-                   {"wall_s", seconds_since(run_start)}});
+    nlohmann::json record = evaluation_record("epoch", epoch, result.test);
+    record["train_loss"] = result.train_loss;
+    metrics.write(record);
     if (!quiet) {
       std::printf("epoch %ld: train loss %.4f, %s loss %.4f, %s accuracy %.2f%% (%.0f s)\n",
                   static_cast<long>(epoch + 1), result.train_loss, held_out, result.test.loss,

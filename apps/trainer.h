@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/run_data.h"
 #include "apps/models/registry.h"
+#include "apps/run_data.h"
 #include "comm/process_group.h"
 #include "layers/module.h"
 
@@ -70,7 +70,7 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  EvalResult test;  // the last evaluation: test set, or validation text
+  EvalResult test;          // the last evaluation: test set, or validation text
   double train_loss = 0.0;  // mean over the last epoch's steps
   int64_t steps = 0;
   double samples_per_s = 0.0;   // all ranks together, over the last epoch

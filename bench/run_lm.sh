@@ -46,9 +46,6 @@ every=(--eval-every 250)
 peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text" --steps "$steps"
       --depth 4 --heads 4 --dim 128 --context 64 --batch 12 --lr 1e-3 --min-lr 1e-4 --warmup 100
       --beta2 0.99 --weight-decay 0.1 --clip-grad 1 --eval-every 250 --eval-iters 20 --seed 1)
-prune80() {  # SCOPE
-  echo --prune magnitude --sparsity 0.8 --prune-scope "$1" --prune-schedule gradual:200:1200:100
-}
 
 for run in "${runs[@]+"${runs[@]}"}"; do
   case "$run" in
@@ -64,8 +61,9 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       scope=global enc=fp32
       [[ "$run" == *-layer ]] && scope=layer
       [[ "$run" == nano-2-t* ]] && enc=ternary
-      # shellcheck disable=SC2046  # prune80 prints options without spaces inside them
-      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" $(prune80 "$scope") \
+      prune=(--prune magnitude --sparsity 0.8 --prune-scope "$scope"
+             --prune-schedule gradual:200:1200:100)
+      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" "${prune[@]}" \
         --compress pactrain --compress-opt "enc=$enc" --metrics "$out/$run.jsonl" ;;
     torch-nano | torch-nano-2)
       "$root/scripts/setup.sh" python3-torch >/dev/null

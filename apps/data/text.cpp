@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "apps/file_io.h"
 #include "core/error.h"
@@ -15,11 +16,15 @@ namespace {
 
 constexpr uint64_t kMaxTextBytes = uint64_t{1} << 31;
 
-// The code points of UTF-8 `text` with the byte offset of each; anything that is not UTF-8 (or
-// is a NUL, the mark of a binary file) is refused with its offset.
-std::vector<std::pair<uint32_t, size_t>> code_points(const std::string& text,
-                                                     const std::string& source) {
-  std::vector<std::pair<uint32_t, size_t>> out;
+struct CodePoint {
+  uint32_t point;
+  size_t at, length;  // its bytes in the text
+};
+
+// The code points of UTF-8 `text`; anything that is not UTF-8 (or is a NUL, the mark of a binary
+// file) is refused with its offset.
+std::vector<CodePoint> code_points(const std::string& text, const std::string& source) {
+  std::vector<CodePoint> out;
   out.reserve(text.size());
   for (size_t at = 0; at < text.size();) {
     const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
@@ -44,7 +49,7 @@ std::vector<std::pair<uint32_t, size_t>> code_points(const std::string& text,
                 source, byte(at + k), at + k);
       point = (point << 6) | (byte(at + k) & 0x3f);
     }
-    out.emplace_back(point, at);
+    out.push_back({point, at, static_cast<size_t>(length)});
     at += length;
   }
   return out;
@@ -53,29 +58,20 @@ std::vector<std::pair<uint32_t, size_t>> code_points(const std::string& text,
 }  // namespace
 
 CharVocab::CharVocab(const std::string& chars) {
-  for (const auto& [point, at] : code_points(chars, "vocabulary")) {
-    size_t next = at + 1;
-    while (next < chars.size() && (static_cast<uint8_t>(chars[next]) & 0xc0) == 0x80) ++next;
-    PAC_CHECK(points_.empty() || point > points_.back(),
-              "vocabulary: characters must be distinct and in code-point order (at byte {})", at);
-    points_.push_back(point);
-    chars_.push_back(chars.substr(at, next - at));
+  for (const CodePoint& c : code_points(chars, "vocabulary")) {
+    PAC_CHECK(points_.empty() || c.point > points_.back(),
+              "vocabulary: characters must be distinct and in code-point order (at byte {})", c.at);
+    points_.push_back(c.point);
+    chars_.push_back(chars.substr(c.at, c.length));
   }
 }
 
 CharVocab CharVocab::of_text(const std::string& text, const std::string& source) {
-  std::vector<std::pair<uint32_t, size_t>> points = code_points(text, source);
-  std::vector<std::pair<uint32_t, size_t>> distinct = points;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end(),
-                             [](const auto& a, const auto& b) { return a.first == b.first; }),
-                 distinct.end());
+  // The first occurrence of each code point, in code-point order.
+  std::map<uint32_t, CodePoint> distinct;
+  for (const CodePoint& c : code_points(text, source)) distinct.emplace(c.point, c);
   std::string chars;
-  for (const auto& [point, at] : distinct) {
-    size_t next = at + 1;
-    while (next < text.size() && (static_cast<uint8_t>(text[next]) & 0xc0) == 0x80) ++next;
-    chars += text.substr(at, next - at);
-  }
+  for (const auto& [point, c] : distinct) chars += text.substr(c.at, c.length);
   return CharVocab(chars);
 }
 
@@ -86,15 +82,15 @@ std::string CharVocab::chars() const {
 }
 
 Tensor CharVocab::encode(const std::string& text, const std::string& what) const {
-  std::vector<std::pair<uint32_t, size_t>> points = code_points(text, what);
+  std::vector<CodePoint> points = code_points(text, what);
   Tensor out = Tensor::empty({static_cast<int64_t>(points.size())}, DType::i64);
   int64_t* tokens = out.data<int64_t>();
   for (size_t i = 0; i < points.size(); ++i) {
-    auto it = std::lower_bound(points_.begin(), points_.end(), points[i].first);
-    PAC_CHECK(it != points_.end() && *it == points[i].first,
+    auto it = std::lower_bound(points_.begin(), points_.end(), points[i].point);
+    PAC_CHECK(it != points_.end() && *it == points[i].point,
               "{}: the character U+{:04X} at byte {} is not in the model's vocabulary of {} "
               "characters",
-              what, points[i].first, points[i].second, size());
+              what, points[i].point, points[i].at, size());
     tokens[i] = it - points_.begin();
   }
   return out;

@@ -120,16 +120,18 @@ Tensor GPT::embed(const Tensor& tokens, int64_t first_position) {
 Tensor GPT::forward(const Tensor& tokens) {
   Tensor h = embed(tokens, 0);  // [N, T, dim]
   for (auto& block : blocks_) h = (*block)(h);
-  h = (*ln_f_)(h);
-  return linear(h, wte_->weight->data(), Tensor());  // the tied head: [N, T, vocab]
+  return head(h);
+}
+
+Tensor GPT::head(const Tensor& h) {
+  return linear((*ln_f_)(h), wte_->weight->data(), Tensor());  // tied to wte: [N, T, vocab]
 }
 
 Tensor GPT::forward_cached(const Tensor& tokens, GPTCache& cache) {
   if (cache.layers.empty()) cache.layers.resize(blocks_.size());
   Tensor h = embed(tokens, cache.length());
   for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->forward_cached(h, cache.layers[i]);
-  h = (*ln_f_)(h);
-  return linear(h, wte_->weight->data(), Tensor());
+  return head(h);
 }
 
 std::string GPT::describe() const {

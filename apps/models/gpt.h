@@ -63,6 +63,7 @@ class GPT : public nn::Module {
 
  private:
   Tensor embed(const Tensor& tokens, int64_t first_position);
+  Tensor head(const Tensor& h);  // the final LayerNorm and the tied output layer
 
   GPTConfig config_;
   std::shared_ptr<nn::Embedding> wte_, wpe_;
