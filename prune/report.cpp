@@ -60,7 +60,9 @@ StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
     int64_t dense_values = 0;
     for (const auto& e : bucket.entries) dense_values += e.param->numel();
     bytes.dense += static_cast<uint64_t>(dense_values) * 4;
-    if (!layout.compact) {
+    // As the compressor does: with enc=fp32, or with no weights to code, a bucket with nothing
+    // pruned goes dense; otherwise every bucket is coded.
+    if (!layout.compact && (options.encoding == "fp32" || layout.coded_parameters == 0)) {
       bytes.pactrain += static_cast<uint64_t>(dense_values) * 4;
     } else if (options.encoding == "ternary") {
       // The weights' ternary sums packed (TernaryWire), one scale per weight shared by an

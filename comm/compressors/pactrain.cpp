@@ -20,8 +20,11 @@
 //              picks the smallest
 //                cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 when ternary waits for
 //              its scales).
-// A plan (the encoding, the ternary positions) is rebuilt only when a mask changes. A bucket with
-// nothing pruned in its weights goes dense; with no masks at all this is exactly `dense`.
+// A plan (the encoding, the ternary positions) is rebuilt only when a mask changes. The encoding
+// codes every bucket that holds weights, pruned or not, so the steps before the first pruning
+// event are coded too (before, they went dense in fp32: at 10 Mbit/s ResNet-20's first epoch then
+// cost as much link time as the eight that followed). With enc=fp32 a bucket with nothing pruned
+// in its weights goes dense, and with no masks at all `pactrain` is exactly `dense`.
 //
 // On the GPU (buckets in device memory, NCCL) the same steps run as kernels (pactrain_kernels.cu)
 // on the compute stream, and the wire format is the same; the ternary coin flips come from a
@@ -99,12 +102,13 @@ const char* encoding_name(Encoding e) {
   return "?";
 }
 
-// Everything a compact bucket needs, built once per mask change.
+// Everything a bucket needs, built once per mask change.
 struct Plan {
   int bucket = 0;
   std::vector<uint64_t> mask_versions;  // of the bucket's parameters when the plan was built
-  bool compact = false;
-  int64_t count = 0;  // values in the bucket
+  bool compact = false;  // some weight in the bucket is pruned: its gradient is stored compact
+  bool dense = true;     // nothing to code or compact: all-reduced as `dense` does
+  int64_t count = 0;     // values in the bucket
   Encoding encoding = Encoding::fp32;
   Tensor wire;  // bf16 or f16 [K], or ternary's TernaryWire of the coded values; unused for fp32
   // Ternary only. The weights' values are coded, the 1-D parameters' values sent in fp32.
@@ -137,9 +141,10 @@ class Pactrain : public Compressor {
   std::string describe_buckets() const override {
     std::vector<std::string> parts;
     for (const auto& [index, plan] : plans_) {
-      parts.push_back(plan.compact ? fmt::format("bucket {}: {} kept values as {}", index,
-                                                 plan.count, encoding_name(plan.encoding))
-                                   : fmt::format("bucket {}: dense", index));
+      parts.push_back(plan.dense
+                          ? fmt::format("bucket {}: dense", index)
+                          : fmt::format("bucket {}: {} {}values as {}", index, plan.count,
+                                        plan.compact ? "kept " : "", encoding_name(plan.encoding)));
     }
     return fmt::format("{}", fmt::join(parts, "; "));
   }
@@ -147,7 +152,7 @@ class Pactrain : public Compressor {
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Plan& plan = plans_[bucket.index];
     if (!plan_is_current(plan, bucket)) build_plan(plan, bucket, group);
-    if (!plan.compact || plan.encoding == Encoding::fp32) {
+    if (plan.dense || plan.encoding == Encoding::fp32) {
       ++kernels_;  // the average's division, as in dense: the bucket is the send buffer
       return group.all_reduce(bucket.flat, ReduceOp::avg);
     }
@@ -190,12 +195,12 @@ class Pactrain : public Compressor {
     Compressor::end_step(applied);
   }
 
-  // Per compact bucket: its step count (the ternary coin flips' seed), its encoding and the
+  // Per coded bucket: its step count (the ternary coin flips' seed), its encoding and the
   // ternary error feedback. The rest of a plan follows from the masks.
   StateDict state() const override {
     StateDict out;
     for (const auto& [index, plan] : plans_) {
-      if (!plan.compact) continue;
+      if (plan.dense) continue;
       out[bucket_state_key(index, "steps")] = counter_tensor(static_cast<int64_t>(plan.steps));
       out[bucket_state_key(index, "encoding")] =
           counter_tensor(static_cast<int64_t>(plan.encoding));
@@ -222,10 +227,10 @@ class Pactrain : public Compressor {
                 encoding, bucket.index);
       Plan& plan = plans_[bucket.index];
       build_plan(plan, bucket, group, static_cast<Encoding>(encoding));
-      PAC_CHECK(plan.compact,
-                "compressor pactrain: the checkpoint has a compact plan for bucket {}, but its "
-                "parameters have no pruned weights",
-                bucket.index);
+      PAC_CHECK(!plan.dense,
+                "compressor pactrain: the checkpoint has a plan for bucket {} with encoding {}, "
+                "but its parameters have no pruned weights and nothing to code",
+                bucket.index, encoding_name(plan.encoding));
       plan.steps = static_cast<uint64_t>(read.counter(bucket_state_key(bucket.index, "steps")));
       const std::string residual_key = bucket_state_key(bucket.index, "residual");
       if (read.has(residual_key)) {
@@ -274,9 +279,12 @@ class Pactrain : public Compressor {
     plan = Plan();
     plan.bucket = bucket.index;
     for (const auto& e : bucket.entries) plan.mask_versions.push_back(e.param->mask_version());
-    plan.compact = pactrain_layout(bucket).compact;
+    const PactrainLayout layout = pactrain_layout(bucket);
+    plan.compact = layout.compact;
     plan.count = bucket.flat.numel();
-    if (!plan.compact) return;
+    const Encoding wanted = restored ? *restored : encoding_;
+    plan.dense = !plan.compact && (wanted == Encoding::fp32 || layout.coded_parameters == 0);
+    if (plan.dense) return;
     plan.encoding = restored                           ? *restored
                     : encoding_ == Encoding::automatic ? choose(plan, bucket, group)
                                                        : encoding_;

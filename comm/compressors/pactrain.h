@@ -8,7 +8,7 @@
 namespace pac::comm {
 
 struct PactrainLayout {
-  bool compact = false;  // false: the bucket goes dense (nothing pruned in a weight of >= 2 dims)
+  bool compact = false;  // a weight of >= 2 dims is pruned: its gradient is stored compact
   int64_t values = 0;    // entries all-reduced: the kept ones of pruned weights, all of the rest
   // Ternary codes only the weights (>= 2 dims): `coded` values of `coded_parameters` weights, one
   // scale each. The 1-D parameters (biases, norm scales and shifts: `plain` values) travel in

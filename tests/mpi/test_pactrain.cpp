@@ -185,50 +185,53 @@ TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
 
 TEST_CASE(
     "pactrain ternary is unbiased, decodes to integer multiples of each weight's scale, and "
-    "sends 1-D parameters in fp32") {
-  MaskedBucket b;
-  b.mask(41, 0.3f);
-  auto pactrain = comm::make_compressor(
-      "pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"clip", "0"}, {"seed", "3"}});
-  Tensor reference = b.fill_gradient(11);
-  Tensor mine = b.bucket.flat.clone();
-  // The shared scales: per weight, the largest kept magnitude on any rank.
-  Tensor scales = Tensor::zeros({static_cast<int64_t>(b.params.size())});
-  for (size_t e = 0; e < b.params.size(); ++e) {
-    const comm::BucketEntry& entry = b.bucket.entries[e];
-    for (int64_t j = 0; j < entry.numel; ++j) {
-      float v = std::abs(mine.data<float>()[entry.offset + j]);
-      scales.data<float>()[e] = std::max(scales.data<float>()[e], v);
-    }
-  }
-  world().all_reduce(scales, comm::ReduceOp::max)->wait();
-  auto is_weight = [&](size_t e) { return b.params[e]->shape().size() >= 2; };
-
-  const int trials = 300;
-  std::vector<double> mean(b.kept(), 0.0);
-  for (int t = 0; t < trials; ++t) {
-    b.bucket.flat.copy_(mine);
-    reduce_step(*pactrain, b.bucket);
-    int64_t j = 0;
-    for_each_kept(b, reference, [&](float got, float want, size_t e) {
-      mean[j++] += got / trials;
-      if (!is_weight(e)) {  // the bias: fp32, dense's average to rounding
-        CHECK(got == doctest::Approx(want).epsilon(1e-5));
-        return;
+    "sends 1-D parameters in fp32, pruned or not") {
+  for (bool pruned : {true, false}) {
+    CAPTURE(pruned);
+    MaskedBucket b;
+    if (pruned) b.mask(41, 0.3f);
+    auto pactrain = comm::make_compressor(
+        "pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"clip", "0"}, {"seed", "3"}});
+    Tensor reference = b.fill_gradient(11);
+    Tensor mine = b.bucket.flat.clone();
+    // The shared scales: per weight, the largest kept magnitude on any rank.
+    Tensor scales = Tensor::zeros({static_cast<int64_t>(b.params.size())});
+    for (size_t e = 0; e < b.params.size(); ++e) {
+      const comm::BucketEntry& entry = b.bucket.entries[e];
+      for (int64_t j = 0; j < entry.numel; ++j) {
+        float v = std::abs(mine.data<float>()[entry.offset + j]);
+        scales.data<float>()[e] = std::max(scales.data<float>()[e], v);
       }
-      double units = got / (scales.data<float>()[e] / world().size());
-      CHECK(std::abs(units - std::round(units)) < 1e-3);
-      CHECK(std::abs(units) <= world().size() + 1e-3);
+    }
+    world().all_reduce(scales, comm::ReduceOp::max)->wait();
+    auto is_weight = [&](size_t e) { return b.params[e]->shape().size() >= 2; };
+
+    const int trials = 300;
+    std::vector<double> mean(b.kept(), 0.0);
+    for (int t = 0; t < trials; ++t) {
+      b.bucket.flat.copy_(mine);
+      reduce_step(*pactrain, b.bucket);
+      int64_t j = 0;
+      for_each_kept(b, reference, [&](float got, float want, size_t e) {
+        mean[j++] += got / trials;
+        if (!is_weight(e)) {  // the bias: fp32, dense's average to rounding
+          CHECK(got == doctest::Approx(want).epsilon(1e-5));
+          return;
+        }
+        double units = got / (scales.data<float>()[e] / world().size());
+        CHECK(std::abs(units - std::round(units)) < 1e-3);
+        CHECK(std::abs(units) <= world().size() + 1e-3);
+      });
+    }
+    // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
+    int64_t j = 0, outside = 0;
+    for_each_kept(b, reference, [&](float, float want, size_t e) {
+      double unit = scales.data<float>()[e] / world().size();
+      double bound = 4.0 * unit * world().size() / std::sqrt(double(world().size()) * trials);
+      outside += std::abs(mean[j++] - want) > bound;
     });
+    CHECK(outside <= b.kept() / 500 + 1);
   }
-  // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
-  int64_t j = 0, outside = 0;
-  for_each_kept(b, reference, [&](float, float want, size_t e) {
-    double unit = scales.data<float>()[e] / world().size();
-    double bound = 4.0 * unit * world().size() / std::sqrt(double(world().size()) * trials);
-    outside += std::abs(mean[j++] - want) > bound;
-  });
-  CHECK(outside <= b.kept() / 500 + 1);
 }
 
 TEST_CASE(
@@ -353,27 +356,32 @@ TEST_CASE("pactrain ternary refuses scale=previous without error feedback") {
       doctest::Contains("add ef=1 or use scale=fresh"), Error);
 }
 
-TEST_CASE("pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales") {
+TEST_CASE(
+    "pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales; a "
+    "coding encoding codes a bucket with nothing pruned too") {
   const int r = world().rank(), p = world().size();
-  for (const char* enc : {"fp32", "bf16", "ternary"}) {
-    MaskedBucket b;
-    b.mask(51, 0.2f);
-    // ef=0: fresh scales, all-reduced before the values (with ef=1 the next step's follow them).
-    auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}, {"ef", "0"}});
-    b.fill_gradient(1);
-    uint64_t before = world().bytes_sent();
-    reduce_step(*pactrain, b.bucket);
-    uint64_t sent = world().bytes_sent() - before;
-    std::string e = enc;
-    comm::TernaryWire wire = comm::ternary_wire(p);
-    const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32
-    uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
-                        : e == "bf16"
-                            ? ring_bytes(b.kept(), 2, r, p)
-                            : ring_bytes(2, 4, r, p) + ring_bytes(wire.elements(coded), 8, r, p) +
-                                  ring_bytes(8, 4, r, p);
-    CHECK(sent == expected);  // ternary: 2 scales, the packed sums, the bias
-  }
+  for (bool pruned : {true, false})
+    for (const char* enc : {"fp32", "bf16", "ternary"}) {
+      CAPTURE(pruned);
+      CAPTURE(enc);
+      MaskedBucket b;
+      if (pruned) b.mask(51, 0.2f);
+      // ef=0: fresh scales, all-reduced before the values (with ef=1 the next step's follow them).
+      auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}, {"ef", "0"}});
+      b.fill_gradient(1);
+      uint64_t before = world().bytes_sent();
+      reduce_step(*pactrain, b.bucket);
+      uint64_t sent = world().bytes_sent() - before;
+      std::string e = enc;
+      comm::TernaryWire wire = comm::ternary_wire(p);
+      const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32
+      uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
+                          : e == "bf16"
+                              ? ring_bytes(b.kept(), 2, r, p)
+                              : ring_bytes(2, 4, r, p) + ring_bytes(wire.elements(coded), 8, r, p) +
+                                    ring_bytes(8, 4, r, p);
+      CHECK(sent == expected);  // ternary: 2 scales, the packed sums, the bias
+    }
 }
 
 TEST_CASE(
