@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 
 #include "apps/models/registry.h"
 #include "apps/trainer.h"
@@ -308,6 +309,73 @@ TEST_CASE("ternary sums are packed as tightly as their range allows") {
   CHECK(two.elements(22) == 2);
   CHECK(two.bytes(1000) == 48 * 8);
   CHECK_THROWS_WITH_AS(comm::ternary_wire(0), doctest::Contains("outside 1..32767"), pac::Error);
+
+  // L levels: each rank sends t + L in 0..2L, so the fields are as wide as 2LP.
+  struct LevelCase {
+    int world, levels, bits, per_word;
+    DType dtype;
+  };
+  for (LevelCase c : {LevelCase{2, 2, 4, 15, DType::i64}, LevelCase{2, 3, 4, 15, DType::i64},
+                      LevelCase{2, 4, 5, 12, DType::i64}, LevelCase{32, 2, 0, 1, DType::i8},
+                      LevelCase{64, 2, 9, 7, DType::i64}, LevelCase{4096, 4, 0, 1, DType::i16}}) {
+    CAPTURE(c.world);
+    CAPTURE(c.levels);
+    comm::TernaryWire wire = comm::ternary_wire(c.world, c.levels);
+    CHECK(wire.bits == c.bits);
+    CHECK(wire.per_word == c.per_word);
+    CHECK(wire.dtype == c.dtype);
+    CHECK(wire.levels == c.levels);
+  }
+  CHECK_THROWS_WITH_AS(comm::ternary_wire(2, 0), doctest::Contains("at least 1 level"), pac::Error);
+  CHECK_THROWS_WITH_AS(comm::ternary_wire(300, 200), doctest::Contains("at most 32767"),
+                       pac::Error);
+}
+
+TEST_CASE("stochastic levels are unbiased, and more levels code with less error") {
+  // One rank: the wire's sums are each value's own code t, decoded as (s / L) t.
+  const int64_t n = 2000;
+  Tensor e = Generator(17).randn({n});
+  const std::vector<int64_t> begin = {0, n};
+  float scale = 0.0f;
+  std::vector<float> maxima(1);
+  std::vector<float> copy(n);
+  comm::ternary_prepare(e.data<float>(), nullptr, nullptr, copy.data(), begin, 0.0f, maxima.data());
+  scale = maxima[0];
+  std::map<int, double> squared_error;
+  for (int levels : {1, 3}) {
+    CAPTURE(levels);
+    const comm::TernaryWire layout = comm::ternary_wire(1, levels);
+    const float step = scale / static_cast<float>(levels);
+    const int trials = 200;
+    std::vector<double> mean(n, 0.0);
+    std::vector<float> out(n), residual(n);
+    int64_t outside = 0;
+    for (int t = 0; t < trials; ++t) {
+      Tensor wire = Tensor::zeros({layout.elements(n)}, layout.dtype);
+      comm::ternary_encode(e.data<float>(), begin, &scale, 100 + t, wire, layout, residual.data());
+      comm::ternary_decode(wire, layout, 1, begin, &scale, out.data(), nullptr);
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = e.data<float>()[j];
+        const double code = out[j] / step;
+        // |t| is floor(L |v| / s) or one more, with the sign of v.
+        const double x = std::abs(v) / step;
+        outside += std::abs(code - std::round(code)) > 1e-3 ||
+                   std::abs(code) < std::floor(x) - 1e-3 ||
+                   std::abs(code) > std::floor(x) + 1 + 1e-3 || code * v < 0;
+        CHECK(residual[j] == doctest::Approx(v - out[j]).epsilon(1e-6));
+        mean[j] += out[j] / trials;
+        squared_error[levels] += double(out[j] - v) * (out[j] - v) / (double(n) * trials);
+      }
+    }
+    CHECK(outside == 0);
+    // A trial's error is at most one step, so the mean of 200 is within 4 step / sqrt(200).
+    int64_t biased = 0;
+    for (int64_t j = 0; j < n; ++j)
+      biased += std::abs(mean[j] - e.data<float>()[j]) > 4.0 * step / std::sqrt(double(trials));
+    CHECK(biased <= n / 500 + 1);
+  }
+  // About s E|v| - E v^2 for ternary against (s / 3)^2 / 6 with three levels: a fifth or less.
+  CHECK(squared_error[3] < 0.25 * squared_error[1]);
 }
 
 TEST_CASE("the report counts kept weights, FLOPs and bytes per step") {

@@ -39,6 +39,10 @@
 //             never waited for; a value above it is sent as sign(v) * s and the rest stays in the
 //             error feedback, so it needs ef=1 (and is its default). The first step of a plan
 //             uses a fresh scale.
+//   levels=L  codes each kept value as one of -L..L times s / L instead of -1, 0, 1 times s
+//             (QSGD's stochastic levels; ternary_codec.h): a variance about L times smaller, for
+//             fields of the width of 2LP instead of 2P on the wire (with 2 ranks and L = 3,
+//             4 bits a value against 3.05).
 //   clip=C    as the TernGrad paper: each rank's maximum is first cut to C times the root mean
 //             square of the weight's values (C = 2.5 there), so that one large value does not set
 //             a scale that codes every other value to zero with a high variance; values above the
@@ -129,11 +133,13 @@ struct Plan {
 
 class Pactrain : public Compressor {
  public:
-  Pactrain(Encoding encoding, bool error_feedback, bool previous_scale, float clip, uint64_t seed)
+  Pactrain(Encoding encoding, bool error_feedback, bool previous_scale, float clip, int levels,
+           uint64_t seed)
       : encoding_(encoding),
         error_feedback_(error_feedback),
         previous_scale_(previous_scale),
         clip_(clip),
+        levels_(levels),
         seed_(seed) {}
   std::string name() const override { return "pactrain"; }
   bool runs_on_gpu() const override { return true; }
@@ -332,7 +338,8 @@ class Pactrain : public Compressor {
     plan.begin = Tensor::from_indices(plan.entry_begin, {weights + 1}).to(device);
     plan.scale = Tensor::zeros({weights}, DType::f32, device);
     plan.next_scale = Tensor::zeros({weights}, DType::f32, device);
-    plan.wire = Tensor::zeros({ternary_wire(world).elements(c)}, ternary_wire(world).dtype, device);
+    plan.wire = Tensor::zeros({ternary_wire(world, levels_).elements(c)},
+                              ternary_wire(world, levels_).dtype, device);
     if (error_feedback_) {
       plan.residual = Tensor::zeros({c}, DType::f32, device);
       plan.next_residual = Tensor::zeros({c}, DType::f32, device);
@@ -418,7 +425,7 @@ class Pactrain : public Compressor {
 
   // Ternary, second pass: the codes into the wire, and what they leave unsent into the residual.
   void encode_ternary(Plan& plan, ProcessGroup& group) {
-    const TernaryWire layout = ternary_wire(group.size());
+    const TernaryWire layout = ternary_wire(group.size(), levels_);
     const uint64_t seed = coding_seed(plan, group.rank());
     float* res = error_feedback_ ? plan.next_residual.data<float>() : nullptr;
     timed([&] {
@@ -426,7 +433,7 @@ class Pactrain : public Compressor {
         gpu::ternary_encode(plan.values.data<float>(), plan.scale.data<float>(),
                             plan.begin.data<int64_t>(), plan.scale.numel(), plan.values.numel(),
                             seed, res, plan.wire.raw_data(),
-                            {layout.bits, layout.per_word, layout.dtype});
+                            {layout.bits, layout.per_word, layout.dtype, layout.levels});
         return;
       }
       ternary_encode(plan.values.data<float>(), plan.entry_begin, plan.scale.data<float>(), seed,
@@ -441,14 +448,14 @@ class Pactrain : public Compressor {
     const int32_t* plain = plan.plain.data<int32_t>();
     timed([&] {
       if (bucket.flat.is_cuda()) {
-        TernaryWire w = ternary_wire(world);
-        gpu::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype}, world,
+        TernaryWire w = ternary_wire(world, levels_);
+        gpu::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype, w.levels}, world,
                             plan.scale.data<float>(), plan.begin.data<int64_t>(),
                             plan.scale.numel(), plan.values.numel(), v, coded);
         cuda::index_scatter(v, plain, plan.plain_values.data<float>(), plan.plain.numel());
         return;
       }
-      ternary_decode(plan.wire, ternary_wire(world), world, plan.entry_begin,
+      ternary_decode(plan.wire, ternary_wire(world, levels_), world, plan.entry_begin,
                      plan.scale.data<float>(), v, coded);
       const float* pv = plan.plain_values.data<float>();
       for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) v[plain[j]] = pv[j];
@@ -526,7 +533,8 @@ class Pactrain : public Compressor {
     double bandwidth_part = std::max(0.0, double(m[0]) - m[1]);
     PactrainLayout layout = pactrain_layout(bucket);
     double ternary_bytes =
-        double(ternary_wire(group.size()).bytes(layout.coded) + 4 * layout.plain) / double(k);
+        double(ternary_wire(group.size(), levels_).bytes(layout.coded) + 4 * layout.plain) /
+        double(k);
     double scale_wait = previous_scale_ ? 0.0 : m[1];
     double cost[] = {m[1] + bandwidth_part + m[2], m[1] + bandwidth_part * 0.5 + m[3],
                      m[1] + scale_wait + bandwidth_part * ternary_bytes / 4.0 + m[4]};
@@ -541,6 +549,7 @@ class Pactrain : public Compressor {
   bool error_feedback_;
   bool previous_scale_;
   float clip_;  // > 0: a weight's scale is at most clip x the root mean square of its values
+  int levels_;  // ternary's codes are -levels..levels (1: TernGrad's -1, 0, 1)
   uint64_t seed_;
   std::map<int, Plan> plans_;  // by bucket index; a map, so pending work's references stay valid
 };
@@ -557,6 +566,7 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
   std::string scale = read.choice("scale", {"fresh", "previous"});
   if (ef && !options.count("scale")) scale = "previous";  // the default with error feedback
   auto clip = static_cast<float>(read.number("clip", ternary ? 2.5 : 0.0));
+  const double levels = read.number("levels", 1);
   auto seed = static_cast<uint64_t>(read.number("seed", 0));
   read.finish();
   Encoding encoding = Encoding::fp32;
@@ -576,7 +586,16 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
             "--compress-opt clip={} for pactrain: the scale is clipped to clip x the root mean "
             "square of a weight's values; use 0 (off) or a value >= 1 (TernGrad uses 2.5)",
             clip);
-  return std::make_unique<Pactrain>(encoding, ef, scale == "previous", clip, seed);
+  PAC_CHECK(levels >= 1 && levels <= 127 && levels == std::floor(levels),
+            "--compress-opt levels={} for pactrain: expected a whole number of levels from 1 "
+            "(ternary: -1, 0, 1) to 127",
+            levels);
+  PAC_CHECK(levels == 1 || ternary,
+            "--compress-opt levels={} for pactrain: levels apply to enc=ternary (or auto), not "
+            "enc={}",
+            levels, enc);
+  return std::make_unique<Pactrain>(encoding, ef, scale == "previous", clip,
+                                    static_cast<int>(levels), seed);
 }
 
 }  // namespace pac::comm

@@ -2,6 +2,7 @@
 #include <cuda_fp16.h>
 
 #include "comm/compressors/pactrain_kernels.h"
+#include "comm/compressors/stochastic_level.h"
 #include "core/cuda/launch.cuh"
 
 namespace pac::comm::gpu {
@@ -96,12 +97,13 @@ void ternary_prepare(const float* g, const int32_t* positions, const float* resi
 
 void ternary_encode(const float* e, const float* scale, const int64_t* begin, int64_t parameters,
                     int64_t k, uint64_t seed, float* residual, void* wire, TernaryLayout layout) {
+  const int levels = layout.levels;
   auto code = [=] __device__(int64_t j) {
     float s = scale[parameter_of(begin, parameters, j)];
     float v = e[j];
-    // A value above the scale (scale=previous) has probability above 1: always sign(v).
-    int t = s > 0.0f && uniform_at(seed, j) < fabsf(v) / s ? (v > 0.0f ? 1 : -1) : 0;
-    if (residual != nullptr) residual[j] = v - s * static_cast<float>(t);
+    int t = stochastic_level(v, s, levels, uniform_at(seed, j));
+    if (residual != nullptr)
+      residual[j] = v - s / static_cast<float>(levels) * static_cast<float>(t);
     return t;
   };
   if (layout.bits == 0) {
@@ -112,14 +114,14 @@ void ternary_encode(const float* e, const float* scale, const int64_t* begin, in
     auto* w = static_cast<int16_t*>(wire);
     return for_each(k, [=] __device__(int64_t j) { w[j] = static_cast<int16_t>(code(j)); });
   }
-  // One thread per word: its per_word values, t + 1 in consecutive fields.
+  // One thread per word: its per_word values, t + levels in consecutive fields.
   auto* w = static_cast<int64_t*>(wire);
   int64_t words = (k + layout.per_word - 1) / layout.per_word;
   for_each(words, [=] __device__(int64_t i) {
     uint64_t word = 0;
     int64_t first = i * layout.per_word;
     for (int f = 0; f < layout.per_word && first + f < k; ++f) {
-      word |= static_cast<uint64_t>(code(first + f) + 1) << (f * layout.bits);
+      word |= static_cast<uint64_t>(code(first + f) + levels) << (f * layout.bits);
     }
     w[i] = static_cast<int64_t>(word);
   });
@@ -137,10 +139,10 @@ void ternary_decode(const void* wire, TernaryLayout layout, int world, const flo
       uint64_t word = static_cast<uint64_t>(static_cast<const int64_t*>(wire)[j / layout.per_word]);
       int field = static_cast<int>(j % layout.per_word);
       sum = static_cast<int>((word >> (field * layout.bits)) & ((uint64_t(1) << layout.bits) - 1)) -
-            world;
+            world * layout.levels;
     }
-    out[at(positions, j)] = scale[parameter_of(begin, parameters, j)] / static_cast<float>(world) *
-                            static_cast<float>(sum);
+    out[at(positions, j)] = scale[parameter_of(begin, parameters, j)] /
+                            static_cast<float>(world * layout.levels) * static_cast<float>(sum);
   });
 }
 

@@ -12,10 +12,11 @@
 namespace pac::comm::gpu {
 
 // How ternary sums travel (comm::TernaryWire): `bits` wide fields, `per_word` to an int64 word,
-// or (bits 0) one i8/i16 per value.
+// or (bits 0) one i8/i16 per value; codes in -levels..levels.
 struct TernaryLayout {
   int bits = 0, per_word = 1;
   DType dtype = DType::i8;
+  int levels = 1;
 };
 
 #ifdef PAC_WITH_CUDA
@@ -27,11 +28,13 @@ void gather_scaled(const float* g, const int32_t* positions, int64_t k, float sc
 // clip * (root mean square of its e).
 void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
                      const int64_t* begin, int64_t parameters, float clip, float* maxima);
-// Codes t = sign(e) with probability min(1, |e| / scale[p]) (a counter-based hash of (seed, j)),
-// writes t + 1 into the wire, and residual[j] = e[j] - scale[p] t when residual is not null.
+// Codes t = stochastic_level(e, scale[p], levels, u) (stochastic_level.h; u a counter-based hash
+// of (seed, j)), writes t + levels into the wire, and residual[j] = e[j] - scale[p] / levels * t
+// when residual is not null.
 void ternary_encode(const float* e, const float* scale, const int64_t* begin, int64_t parameters,
                     int64_t k, uint64_t seed, float* residual, void* wire, TernaryLayout layout);
-// out[positions[j]] = scale[p] / world * (sum over ranks of t at j), from the reduced wire.
+// out[positions[j]] = scale[p] / (levels world) * (sum over ranks of t at j), from the reduced
+// wire.
 void ternary_decode(const void* wire, TernaryLayout layout, int world, const float* scale,
                     const int64_t* begin, int64_t parameters, int64_t k, float* out,
                     const int32_t* positions);

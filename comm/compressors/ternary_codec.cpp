@@ -3,19 +3,26 @@
 #include <bit>
 #include <cmath>
 
+#include "comm/compressors/stochastic_level.h"
 #include "core/generator.h"
 
 namespace pac::comm {
 
-TernaryWire ternary_wire(int world) {
+TernaryWire ternary_wire(int world, int levels) {
   PAC_CHECK(world >= 1 && world <= 32767, "pactrain ternary: world size {} is outside 1..32767",
             world);
+  PAC_CHECK(levels >= 1 && int64_t(levels) * world <= 32767,
+            "ternary codes: {} levels on {} ranks; expected at least 1 level, and levels x ranks "
+            "at most 32767 (the sums must fit 16 bits)",
+            levels, world);
   TernaryWire packed;
-  packed.bits = std::bit_width(static_cast<unsigned>(2 * world));
+  packed.bits = std::bit_width(static_cast<unsigned>(2 * levels * world));
   packed.per_word = 63 / packed.bits;
   packed.dtype = DType::i64;
+  packed.levels = levels;
   TernaryWire one_each;
-  one_each.dtype = world <= 127 ? DType::i8 : DType::i16;
+  one_each.dtype = levels * world <= 127 ? DType::i8 : DType::i16;
+  one_each.levels = levels;
   return packed.bytes(1 << 20) < one_each.bytes(1 << 20) ? packed : one_each;
 }
 
@@ -30,7 +37,7 @@ void TernaryWriter::put(int t) {
       static_cast<int16_t*>(data_)[at_++] = static_cast<int16_t>(t);
     return;
   }
-  word_ |= static_cast<uint64_t>(t + 1) << (field_ * layout_.bits);
+  word_ |= static_cast<uint64_t>(t + layout_.levels) << (field_ * layout_.bits);
   if (++field_ == layout_.per_word) flush();
 }
 
@@ -50,7 +57,7 @@ int TernaryReader::next() {
                                       : static_cast<const int16_t*>(data_)[at_++];
   }
   if (field_ == 0) word_ = static_cast<uint64_t>(static_cast<const int64_t*>(data_)[at_++]);
-  int sum = static_cast<int>(word_ & ((uint64_t(1) << layout_.bits) - 1)) - world_;
+  int sum = static_cast<int>(word_ & ((uint64_t(1) << layout_.bits) - 1)) - world_ * layout_.levels;
   word_ >>= layout_.bits;
   if (++field_ == layout_.per_word) field_ = 0;
   return sum;
@@ -79,13 +86,14 @@ void ternary_encode(const float* e, const std::vector<int64_t>& begin, const flo
                     uint64_t seed, Tensor& wire, const TernaryWire& layout, float* residual) {
   Generator gen(seed);
   TernaryWriter out(wire, layout);
+  const int levels = layout.levels;
   for (size_t p = 0; p + 1 < begin.size(); ++p) {
     const float s = scales[p];
+    const float step = s / static_cast<float>(levels);
     for (int64_t j = begin[p]; j < begin[p + 1]; ++j) {
-      // A value above the scale has probability above 1: always sign(v).
-      int t = s > 0.0f && gen.uniform() < std::abs(e[j]) / s ? (e[j] > 0.0f ? 1 : -1) : 0;
+      const int t = stochastic_level(e[j], s, levels, gen.uniform());
       out.put(t);
-      if (residual) residual[j] = e[j] - s * static_cast<float>(t);
+      if (residual) residual[j] = e[j] - step * static_cast<float>(t);
     }
   }
   out.flush();
@@ -96,7 +104,7 @@ void ternary_decode(const Tensor& wire, const TernaryWire& layout, int world,
                     const int32_t* positions) {
   TernaryReader sums(wire, layout, world);
   for (size_t p = 0; p + 1 < begin.size(); ++p) {
-    const float unit = scales[p] / static_cast<float>(world);
+    const float unit = scales[p] / static_cast<float>(world * layout.levels);
     for (int64_t j = begin[p]; j < begin[p + 1]; ++j)
       out[positions ? positions[j] : j] = unit * static_cast<float>(sums.next());
   }

@@ -84,45 +84,52 @@ TEST_CASE("dense, fp16 and bf16 on GPU buckets match the CPU") {
 
 TEST_CASE(
     "pactrain ternary on the GPU: what is received plus the new residual is the gradient "
-    "plus the old residual, and the codes are ternary multiples of the scale") {
-  Setup reference = make(Device::cpu(), "pactrain", {{"enc", "fp32"}});
-  Setup gpu = make(Device::cuda(), "pactrain", {{"enc", "ternary"}, {"ef", "1"}, {"clip", "0"}});
-  std::map<int, std::vector<float>> residual;  // by bucket, in value order
-  std::map<int, float> previous_maximum;       // by bucket: max |gradient + residual| a step ago
-  for (int s = 0; s < 4; ++s) {
-    auto exact = step(reference, 10 + s);
-    auto coded = step(gpu, 10 + s);
-    StateDict state = gpu.reducer->compressor().state();
-    for (const auto& bucket : gpu.reducer->buckets()) {
-      std::string key = comm::bucket_state_key(bucket.index, "residual");
-      if (!state.count(key)) continue;  // a dense bucket (a bias)
-      std::vector<float> now = state.at(key).to_vector();
-      std::vector<float> before = residual.count(bucket.index)
-                                      ? residual[bucket.index]
-                                      : std::vector<float>(now.size(), 0.0f);
-      // The bucket's values, in order: each entry's compact gradient (one entry per bucket here).
-      std::vector<float> received, gradient;
-      for (const auto& entry : bucket.entries) {
-        auto params = gpu.model->parameters();
-        size_t i = std::find(params.begin(), params.end(), entry.param) - params.begin();
-        for (float v : coded[i].to_vector()) received.push_back(v);
-        for (float v : exact[i].to_vector()) gradient.push_back(v);
+    "plus the old residual, and the codes are multiples of the scale / levels up to the scale") {
+  for (int levels : {1, 3}) {
+    CAPTURE(levels);
+    Setup reference = make(Device::cpu(), "pactrain", {{"enc", "fp32"}});
+    Setup gpu =
+        make(Device::cuda(), "pactrain",
+             {{"enc", "ternary"}, {"ef", "1"}, {"clip", "0"}, {"levels", std::to_string(levels)}});
+    std::map<int, std::vector<float>> residual;  // by bucket, in value order
+    std::map<int, float> previous_maximum;       // by bucket: max |gradient + residual| a step ago
+    for (int s = 0; s < 4; ++s) {
+      auto exact = step(reference, 10 + s);
+      auto coded = step(gpu, 10 + s);
+      StateDict state = gpu.reducer->compressor().state();
+      for (const auto& bucket : gpu.reducer->buckets()) {
+        std::string key = comm::bucket_state_key(bucket.index, "residual");
+        if (!state.count(key)) continue;  // a dense bucket (a bias)
+        std::vector<float> now = state.at(key).to_vector();
+        std::vector<float> before = residual.count(bucket.index)
+                                        ? residual[bucket.index]
+                                        : std::vector<float>(now.size(), 0.0f);
+        // The bucket's values, in order: each entry's compact gradient (one entry per bucket here).
+        std::vector<float> received, gradient;
+        for (const auto& entry : bucket.entries) {
+          auto params = gpu.model->parameters();
+          size_t i = std::find(params.begin(), params.end(), entry.param) - params.begin();
+          for (float v : coded[i].to_vector()) received.push_back(v);
+          for (float v : exact[i].to_vector()) gradient.push_back(v);
+        }
+        REQUIRE(received.size() == now.size());
+        // The scale, from the inputs alone (one parameter per bucket): ef=1 codes with the previous
+        // step's max |gradient + residual| (scale=previous), the plan's first step with its own.
+        float maximum = 0.0f;
+        for (size_t j = 0; j < now.size(); ++j)
+          maximum = std::max(maximum, std::fabs(gradient[j] + before[j]));
+        const float scale =
+            previous_maximum.count(bucket.index) ? previous_maximum[bucket.index] : maximum;
+        previous_maximum[bucket.index] = maximum;
+        REQUIRE(scale > 0.0f);
+        for (size_t j = 0; j < now.size(); ++j) {
+          CHECK(received[j] + now[j] == doctest::Approx(gradient[j] + before[j]).epsilon(1e-4));
+          const float units = std::fabs(received[j]) / (scale / static_cast<float>(levels));
+          CHECK(std::fabs(units - std::round(units)) <= 1e-3f * levels);
+          CHECK(units <= levels + 1e-3f);
+        }
+        residual[bucket.index] = now;
       }
-      REQUIRE(received.size() == now.size());
-      // The scale, from the inputs alone (one parameter per bucket): ef=1 codes with the previous
-      // step's max |gradient + residual| (scale=previous), the plan's first step with its own.
-      float maximum = 0.0f;
-      for (size_t j = 0; j < now.size(); ++j)
-        maximum = std::max(maximum, std::fabs(gradient[j] + before[j]));
-      const float scale =
-          previous_maximum.count(bucket.index) ? previous_maximum[bucket.index] : maximum;
-      previous_maximum[bucket.index] = maximum;
-      REQUIRE(scale > 0.0f);
-      for (size_t j = 0; j < now.size(); ++j) {
-        CHECK(received[j] + now[j] == doctest::Approx(gradient[j] + before[j]).epsilon(1e-4));
-        CHECK((received[j] == 0.0f || std::fabs(std::fabs(received[j]) - scale) <= 1e-4f * scale));
-      }
-      residual[bucket.index] = now;
     }
   }
 }

@@ -184,130 +184,141 @@ TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
 }
 
 TEST_CASE(
-    "pactrain ternary is unbiased, decodes to integer multiples of each weight's scale, and "
-    "sends 1-D parameters in fp32, pruned or not") {
-  for (bool pruned : {true, false}) {
-    CAPTURE(pruned);
-    MaskedBucket b;
-    if (pruned) b.mask(41, 0.3f);
-    auto pactrain = comm::make_compressor(
-        "pactrain", {{"enc", "ternary"}, {"ef", "0"}, {"clip", "0"}, {"seed", "3"}});
-    Tensor reference = b.fill_gradient(11);
-    Tensor mine = b.bucket.flat.clone();
-    // The shared scales: per weight, the largest kept magnitude on any rank.
-    Tensor scales = Tensor::zeros({static_cast<int64_t>(b.params.size())});
-    for (size_t e = 0; e < b.params.size(); ++e) {
-      const comm::BucketEntry& entry = b.bucket.entries[e];
-      for (int64_t j = 0; j < entry.numel; ++j) {
-        float v = std::abs(mine.data<float>()[entry.offset + j]);
-        scales.data<float>()[e] = std::max(scales.data<float>()[e], v);
-      }
-    }
-    world().all_reduce(scales, comm::ReduceOp::max)->wait();
-    auto is_weight = [&](size_t e) { return b.params[e]->shape().size() >= 2; };
-
-    const int trials = 300;
-    std::vector<double> mean(b.kept(), 0.0);
-    for (int t = 0; t < trials; ++t) {
-      b.bucket.flat.copy_(mine);
-      reduce_step(*pactrain, b.bucket);
-      int64_t j = 0;
-      for_each_kept(b, reference, [&](float got, float want, size_t e) {
-        mean[j++] += got / trials;
-        if (!is_weight(e)) {  // the bias: fp32, dense's average to rounding
-          CHECK(got == doctest::Approx(want).epsilon(1e-5));
-          return;
+    "pactrain ternary is unbiased, decodes to integer multiples of each weight's scale / levels, "
+    "and sends 1-D parameters in fp32, pruned or not") {
+  for (int levels : {1, 3})
+    for (bool pruned : {true, false}) {
+      CAPTURE(levels);
+      CAPTURE(pruned);
+      MaskedBucket b;
+      if (pruned) b.mask(41, 0.3f);
+      auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"},
+                                                         {"ef", "0"},
+                                                         {"clip", "0"},
+                                                         {"seed", "3"},
+                                                         {"levels", std::to_string(levels)}});
+      Tensor reference = b.fill_gradient(11);
+      Tensor mine = b.bucket.flat.clone();
+      // The shared scales: per weight, the largest kept magnitude on any rank.
+      Tensor scales = Tensor::zeros({static_cast<int64_t>(b.params.size())});
+      for (size_t e = 0; e < b.params.size(); ++e) {
+        const comm::BucketEntry& entry = b.bucket.entries[e];
+        for (int64_t j = 0; j < entry.numel; ++j) {
+          float v = std::abs(mine.data<float>()[entry.offset + j]);
+          scales.data<float>()[e] = std::max(scales.data<float>()[e], v);
         }
-        double units = got / (scales.data<float>()[e] / world().size());
-        CHECK(std::abs(units - std::round(units)) < 1e-3);
-        CHECK(std::abs(units) <= world().size() + 1e-3);
+      }
+      world().all_reduce(scales, comm::ReduceOp::max)->wait();
+      auto is_weight = [&](size_t e) { return b.params[e]->shape().size() >= 2; };
+
+      const int trials = 300;
+      std::vector<double> mean(b.kept(), 0.0);
+      for (int t = 0; t < trials; ++t) {
+        b.bucket.flat.copy_(mine);
+        reduce_step(*pactrain, b.bucket);
+        int64_t j = 0;
+        for_each_kept(b, reference, [&](float got, float want, size_t e) {
+          mean[j++] += got / trials;
+          if (!is_weight(e)) {  // the bias: fp32, dense's average to rounding
+            CHECK(got == doctest::Approx(want).epsilon(1e-5));
+            return;
+          }
+          double units = got / (scales.data<float>()[e] / (levels * world().size()));
+          CHECK(std::abs(units - std::round(units)) < 1e-3);
+          CHECK(std::abs(units) <= levels * world().size() + 1e-3);
+        });
+      }
+      // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
+      int64_t j = 0, outside = 0;
+      for_each_kept(b, reference, [&](float, float want, size_t e) {
+        double unit = scales.data<float>()[e] / world().size();
+        double bound = 4.0 * unit * world().size() / std::sqrt(double(world().size()) * trials);
+        outside += std::abs(mean[j++] - want) > bound;
       });
+      CHECK(outside <= b.kept() / 500 + 1);
     }
-    // Each trial's estimate has standard deviation at most scale / sqrt(world) per entry.
-    int64_t j = 0, outside = 0;
-    for_each_kept(b, reference, [&](float, float want, size_t e) {
-      double unit = scales.data<float>()[e] / world().size();
-      double bound = 4.0 * unit * world().size() / std::sqrt(double(world().size()) * trials);
-      outside += std::abs(mean[j++] - want) > bound;
-    });
-    CHECK(outside <= b.kept() / 500 + 1);
-  }
 }
 
 TEST_CASE(
     "pactrain ternary with scale=previous codes with the last step's shared maxima and "
-    "error feedback keeps what the clipping cut") {
-  MaskedBucket b;
-  b.mask(61, 0.4f);
-  // scale=previous is the default with ef=1.
-  auto pactrain = comm::make_compressor(
-      "pactrain", {{"enc", "ternary"}, {"ef", "1"}, {"clip", "0"}, {"seed", "5"}});
-  // The coded values: the weights' (entries 0 and 2), in bucket order; the bias travels in fp32.
-  const std::vector<size_t> weights = {0, 2};
-  std::vector<int64_t> position;  // bucket position of each coded value
-  std::vector<size_t> weight_of;  // its index in `weights`
-  for (size_t w = 0; w < weights.size(); ++w) {
-    const comm::BucketEntry& entry = b.bucket.entries[weights[w]];
-    for (int64_t j = 0; j < entry.numel; ++j) {
-      position.push_back(entry.offset + j);
-      weight_of.push_back(w);
+    "error feedback keeps what the clipping cut, with any number of levels") {
+  for (int levels : {1, 3}) {
+    CAPTURE(levels);
+    MaskedBucket b;
+    b.mask(61, 0.4f);
+    // scale=previous is the default with ef=1.
+    auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"},
+                                                       {"ef", "1"},
+                                                       {"clip", "0"},
+                                                       {"seed", "5"},
+                                                       {"levels", std::to_string(levels)}});
+    // The coded values: the weights' (entries 0 and 2), in bucket order; the bias travels in fp32.
+    const std::vector<size_t> weights = {0, 2};
+    std::vector<int64_t> position;  // bucket position of each coded value
+    std::vector<size_t> weight_of;  // its index in `weights`
+    for (size_t w = 0; w < weights.size(); ++w) {
+      const comm::BucketEntry& entry = b.bucket.entries[weights[w]];
+      for (int64_t j = 0; j < entry.numel; ++j) {
+        position.push_back(entry.offset + j);
+        weight_of.push_back(w);
+      }
     }
-  }
-  const int64_t k = static_cast<int64_t>(position.size()), n = b.bucket.flat.numel();
-  Tensor residual = Tensor::zeros({k});  // this rank's, as the compressor's state reports it
-  Tensor inputs = Tensor::zeros({n});    // this rank's gradients, summed over the steps
-  Tensor received = Tensor::zeros({k});  // the averages the compressor gave, summed
-  Tensor scales;                         // the scales the step codes with, when known
-  int64_t clipped = 0;
-  for (uint64_t step = 1; step <= 6; ++step) {
-    // Gradients that grow from step to step, so last step's maximum is often exceeded.
-    Tensor g = Generator(100 * step + world().rank()).randn({n});
-    scale_(g, static_cast<float>(step));
-    axpy_(inputs, 1.0f, g);
-    b.bucket.flat.copy_(g);
-    Tensor maxima = Tensor::zeros({2});  // of gradient + residual
-    for (int64_t j = 0; j < k; ++j) {
-      float v = std::abs(g.data<float>()[position[j]] + residual.data<float>()[j]);
-      float& m = maxima.data<float>()[weight_of[j]];
-      m = std::max(m, v);
-      if (scales.defined()) clipped += v > scales.data<float>()[weight_of[j]];
-    }
-    world().all_reduce(maxima, comm::ReduceOp::max)->wait();
-    if (!scales.defined()) scales = maxima;  // the first step waits for fresh maxima
-    Tensor bias_average = b.params[1]->grad().clone();
-    world().all_reduce(bias_average, comm::ReduceOp::avg)->wait();
+    const int64_t k = static_cast<int64_t>(position.size()), n = b.bucket.flat.numel();
+    Tensor residual = Tensor::zeros({k});  // this rank's, as the compressor's state reports it
+    Tensor inputs = Tensor::zeros({n});    // this rank's gradients, summed over the steps
+    Tensor received = Tensor::zeros({k});  // the averages the compressor gave, summed
+    Tensor scales;                         // the scales the step codes with, when known
+    int64_t clipped = 0;
+    for (uint64_t step = 1; step <= 6; ++step) {
+      // Gradients that grow from step to step, so last step's maximum is often exceeded.
+      Tensor g = Generator(100 * step + world().rank()).randn({n});
+      scale_(g, static_cast<float>(step));
+      axpy_(inputs, 1.0f, g);
+      b.bucket.flat.copy_(g);
+      Tensor maxima = Tensor::zeros({2});  // of gradient + residual
+      for (int64_t j = 0; j < k; ++j) {
+        float v = std::abs(g.data<float>()[position[j]] + residual.data<float>()[j]);
+        float& m = maxima.data<float>()[weight_of[j]];
+        m = std::max(m, v);
+        if (scales.defined()) clipped += v > scales.data<float>()[weight_of[j]];
+      }
+      world().all_reduce(maxima, comm::ReduceOp::max)->wait();
+      if (!scales.defined()) scales = maxima;  // the first step waits for fresh maxima
+      Tensor bias_average = b.params[1]->grad().clone();
+      world().all_reduce(bias_average, comm::ReduceOp::avg)->wait();
 
-    reduce_step(*pactrain, b.bucket);
-    for (int64_t j = 0; j < k; ++j) {
-      float got = b.bucket.flat.data<float>()[position[j]];
-      double units = got / (scales.data<float>()[weight_of[j]] / world().size());
-      CHECK(std::abs(units - std::round(units)) < 1e-3);
-      CHECK(std::abs(units) <= world().size() + 1e-3);
-      received.data<float>()[j] += got;
+      reduce_step(*pactrain, b.bucket);
+      for (int64_t j = 0; j < k; ++j) {
+        float got = b.bucket.flat.data<float>()[position[j]];
+        double units = got / (scales.data<float>()[weight_of[j]] / (levels * world().size()));
+        CHECK(std::abs(units - std::round(units)) < 1e-3);
+        CHECK(std::abs(units) <= levels * world().size() + 1e-3);
+        received.data<float>()[j] += got;
+      }
+      for (int64_t i = 0; i < 8; ++i)
+        CHECK(b.params[1]->grad().data<float>()[i] ==
+              doctest::Approx(bias_average.data<float>()[i]).epsilon(1e-5));
+      StateDict state = pactrain->state();
+      REQUIRE(state.count("bucket0.scale"));
+      Tensor next = state.at("bucket0.scale").clone();
+      CHECK(next.to_vector() == maxima.to_vector());  // next step's scales: this step's maxima
+      scales = next;
+      residual.copy_(state.at("bucket0.residual"));
     }
-    for (int64_t i = 0; i < 8; ++i)
-      CHECK(b.params[1]->grad().data<float>()[i] ==
-            doctest::Approx(bias_average.data<float>()[i]).epsilon(1e-5));
-    StateDict state = pactrain->state();
-    REQUIRE(state.count("bucket0.scale"));
-    Tensor next = state.at("bucket0.scale").clone();
-    CHECK(next.to_vector() == maxima.to_vector());  // next step's scales: this step's maxima
-    scales = next;
-    residual.copy_(state.at("bucket0.residual"));
-  }
-  CHECK(clipped > 0);  // the case this test is about did happen
+    CHECK(clipped > 0);  // the case this test is about did happen
 
-  // Error feedback keeps everything: what was received plus what is left in the residuals is
-  // the average of all gradients ever given, on every coded value.
-  world().all_reduce(residual, comm::ReduceOp::avg)->wait();
-  world().all_reduce(inputs, comm::ReduceOp::avg)->wait();
-  int64_t off = 0;
-  for (int64_t j = 0; j < k; ++j) {
-    float want = inputs.data<float>()[position[j]];
-    float have = received.data<float>()[j] + residual.data<float>()[j];
-    off += std::abs(have - want) > 1e-4f * (1.0f + std::abs(want));
+    // Error feedback keeps everything: what was received plus what is left in the residuals is
+    // the average of all gradients ever given, on every coded value.
+    world().all_reduce(residual, comm::ReduceOp::avg)->wait();
+    world().all_reduce(inputs, comm::ReduceOp::avg)->wait();
+    int64_t off = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      float want = inputs.data<float>()[position[j]];
+      float have = received.data<float>()[j] + residual.data<float>()[j];
+      off += std::abs(have - want) > 1e-4f * (1.0f + std::abs(want));
+    }
+    CHECK(off == 0);
   }
-  CHECK(off == 0);
 }
 
 TEST_CASE("pactrain ternary with clip=C codes each weight with at most C x its values' rms") {
@@ -356,29 +367,41 @@ TEST_CASE("pactrain ternary refuses scale=previous without error feedback") {
       doctest::Contains("add ef=1 or use scale=fresh"), Error);
 }
 
+TEST_CASE("pactrain refuses levels that are not a whole number from 1 to 127, or without ternary") {
+  for (const char* bad : {"0", "1.5", "128"})
+    CHECK_THROWS_WITH_AS(comm::make_compressor("pactrain", {{"enc", "ternary"}, {"levels", bad}}),
+                         doctest::Contains("expected a whole number of levels from 1"), Error);
+  CHECK_THROWS_WITH_AS(comm::make_compressor("pactrain", {{"enc", "fp32"}, {"levels", "3"}}),
+                       doctest::Contains("levels apply to enc=ternary"), Error);
+}
+
 TEST_CASE(
     "pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales; a "
     "coding encoding codes a bucket with nothing pruned too") {
   const int r = world().rank(), p = world().size();
   for (bool pruned : {true, false})
-    for (const char* enc : {"fp32", "bf16", "ternary"}) {
+    for (const char* enc : {"fp32", "bf16", "ternary", "ternary levels=3"}) {
       CAPTURE(pruned);
       CAPTURE(enc);
       MaskedBucket b;
       if (pruned) b.mask(51, 0.2f);
+      std::string e = enc;
+      const int levels = e == "ternary levels=3" ? 3 : 1;
+      if (levels > 1) e = "ternary";
       // ef=0: fresh scales, all-reduced before the values (with ef=1 the next step's follow them).
-      auto pactrain = comm::make_compressor("pactrain", {{"enc", enc}, {"ef", "0"}});
+      auto pactrain = comm::make_compressor(
+          "pactrain", {{"enc", e}, {"ef", "0"}, {"levels", std::to_string(levels)}});
       b.fill_gradient(1);
       uint64_t before = world().bytes_sent();
       reduce_step(*pactrain, b.bucket);
       uint64_t sent = world().bytes_sent() - before;
-      std::string e = enc;
-      comm::TernaryWire wire = comm::ternary_wire(p);
+      comm::TernaryWire wire = comm::ternary_wire(p, levels);
       const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32
       uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
                           : e == "bf16"
                               ? ring_bytes(b.kept(), 2, r, p)
-                              : ring_bytes(2, 4, r, p) + ring_bytes(wire.elements(coded), 8, r, p) +
+                              : ring_bytes(2, 4, r, p) +
+                                    ring_bytes(wire.elements(coded), dtype_size(wire.dtype), r, p) +
                                     ring_bytes(8, 4, r, p);
       CHECK(sent == expected);  // ternary: 2 scales, the packed sums, the bias
     }
