@@ -254,13 +254,15 @@ TrainResult train(const TrainOptions& o) {
       static_cast<double>(prune::bytes_per_step(*model, report_options).dense) * ring_factor;
   auto run_start = Clock::now();
   auto evaluation_record = [&](const char* kind, int64_t epoch, const EvalResult& held) {
-    return nlohmann::json{{"kind", kind},
+    nlohmann::json record{{"kind", kind},
                           {"epoch", epoch},
                           {"step", position.step},
                           {"test_loss", held.loss},
                           {"test_acc", held.accuracy},
-                          {"bits_per_token", held.loss / std::numbers::ln2},
                           {"wall_s", seconds_since(run_start)}};
+    // A language model's loss in bits per token (per character for a character vocabulary).
+    if (run_data.is_text()) record["bits_per_token"] = held.loss / std::numbers::ln2;
+    return record;
   };
   model->train();
   for (int64_t epoch = position.epoch; epoch < o.epochs && position.step < total_steps; ++epoch) {

@@ -9,7 +9,9 @@
 #        2 ranks, dense), nano-2-t80 (2 ranks, 80% global magnitude pruning ramped over steps
 #        200-1200, pactrain's default ternary), nano-2-p80 (the same with fp32 values),
 #        nano-2-t80-layer, nano-2-p80-layer (every weight tensor pruned to 80% instead of one
-#        global ranking), torch-nano-2 (the peer under DDP, 2 ranks); nano-2-localH and
+#        global ranking), with -levelsL (--compress-opt levels=L: codes in -L..L) or -noef
+#        (ternary without error feedback, fresh scales) after any t80 run;
+#        torch-nano-2 (the peer under DDP, 2 ranks); nano-2-localH and
 #        nano-2-dilocoH (2 ranks, dense, synchronising every H steps: docs/local-sgd.md; evaluated
 #        at the end only, as the ranks' models differ between synchronisations); --table prints
 #        the table.
@@ -57,20 +59,24 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       sync="${run#nano-2-}" sync="${sync%%[0-9]*}:${sync##*[a-z]}"
       mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --sync "$sync" \
         --metrics "$out/$run.jsonl" ;;
-    nano-2-[tp]80 | nano-2-[tp]80-layer)
-      scope=global enc=fp32
-      [[ "$run" == *-layer ]] && scope=layer
-      [[ "$run" == nano-2-t* ]] && enc=ternary
+    nano-2-p80 | nano-2-p80-layer | nano-2-t80 | nano-2-t80-layer | nano-2-t80*-levels[0-9]* | \
+    nano-2-t80*-noef)
+      scope=global codec=(--compress-opt enc=fp32)
+      [[ "$run" == *-layer* ]] && scope=layer
+      [[ "$run" == nano-2-t* ]] && codec=(--compress-opt enc=ternary)
+      [[ "$run" =~ -levels([0-9]+) ]] && codec+=(--compress-opt "levels=${BASH_REMATCH[1]}")
+      [[ "$run" == *-noef ]] && codec+=(--compress-opt ef=0 --compress-opt scale=fresh)
       prune=(--prune magnitude --sparsity 0.8 --prune-scope "$scope"
              --prune-schedule gradual:200:1200:100)
       mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" "${prune[@]}" \
-        --compress pactrain --compress-opt "enc=$enc" --metrics "$out/$run.jsonl" ;;
+        --compress pactrain "${codec[@]}" --metrics "$out/$run.jsonl" ;;
     torch-nano | torch-nano-2)
       "$root/scripts/setup.sh" python3-torch >/dev/null
       ranks=1; [ "$run" = torch-nano-2 ] && ranks=2
       "${peer[@]}" --ranks "$ranks" --metrics "$out/$run.jsonl" ;;
     *) echo "unknown run '$run'; expected nano, torch-nano, nano-2, nano-2-t80, nano-2-p80," \
-            "nano-2-t80-layer, nano-2-p80-layer, nano-2-localH, nano-2-dilocoH or torch-nano-2" >&2
+            "nano-2-t80-layer, nano-2-p80-layer (t80 runs with -levelsL or -noef)," \
+            "nano-2-localH, nano-2-dilocoH or torch-nano-2" >&2
        exit 2 ;;
   esac > "$out/$run.log" 2>&1
 done
@@ -81,7 +87,8 @@ out = sys.argv[1]
 print("| run | steps | validation loss (nats/char) | bits/char | median step s | loss at step 250 / 500 / 1000 |")
 print("|---|---:|---:|---:|---:|---|")
 extra = sorted(f[:-6] for f in os.listdir(out)
-               if f.endswith(".jsonl") and ("-local" in f or "-diloco" in f))
+               if f.endswith(".jsonl") and any(k in f for k in ("-local", "-diloco", "-levels",
+                                                                "-noef")))
 for run in ("nano", "torch-nano", "nano-2", "torch-nano-2", "nano-2-p80", "nano-2-t80",
             "nano-2-p80-layer", "nano-2-t80-layer", *extra):
     path = os.path.join(out, run + ".jsonl")
