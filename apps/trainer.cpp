@@ -70,6 +70,10 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
   optim::NamedParameters params = model.named_parameters();
   PAC_CHECK(o.optimizer == "adamw" || (o.beta1 == 0.9f && o.beta2 == 0.999f && o.decay_1d),
             "--beta1, --beta2 and --no-decay-1d apply to --optimizer adamw, not {}", o.optimizer);
+  PAC_CHECK(o.optimizer == "sgd" || (o.momentum == 0.9f && !o.nesterov),
+            "--momentum and --nesterov apply to --optimizer sgd, not {} (AdamW's moments are "
+            "--beta1 and --beta2)",
+            o.optimizer);
   if (o.optimizer == "sgd") {
     return std::make_unique<optim::Sgd>(
         params, optim::SgdOptions{o.lr, o.momentum, 0.0f, o.weight_decay, o.nesterov});

@@ -164,6 +164,21 @@ TEST_CASE("a checkpoint resumes only with the compressor and criterion it was tr
   fs::remove(path);
 }
 
+TEST_CASE("options of one optimizer given to the other are refused, not ignored") {
+  TrainOptions o = small_run();
+  o.max_steps = 1;
+  o.optimizer = "adamw";
+  o.momentum = 0.5f;
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("--momentum and --nesterov apply to"), Error);
+  o.momentum = 0.9f;
+  o.nesterov = true;
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("--momentum and --nesterov apply to"), Error);
+  o = small_run();
+  o.max_steps = 1;
+  o.beta2 = 0.99f;
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("apply to --optimizer adamw, not sgd"), Error);
+}
+
 TEST_CASE("a model configuration out of range is refused before the model is built") {
   std::string path = temp_path("huge-model.safetensors");
   models::ModelConfig config{"vit", 1, 10, 28};
