@@ -9,10 +9,12 @@
 
 namespace pac::nn {
 
-MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, bool causal)
-    : dim_(dim), heads_(heads), causal_(causal) {
+MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, bool causal, float dropout)
+    : dim_(dim), heads_(heads), causal_(causal), dropout_(dropout) {
   PAC_CHECK(dim > 0 && heads > 0 && dim % heads == 0,
             "MultiHeadAttention: dim {} must be a positive multiple of heads {}", dim, heads);
+  PAC_CHECK(dropout >= 0.0f && dropout < 1.0f,
+            "MultiHeadAttention: dropout must be in [0, 1), got {}", dropout);
   // Xavier-uniform in-projection and zero biases, as nn.MultiheadAttention initialises them.
   float bound = std::sqrt(6.0f / static_cast<float>(dim + 3 * dim));
   in_proj_weight =
@@ -63,12 +65,14 @@ Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor
     }
     scores = add(scores, mask.to(scores.device()));
   }
-  return matmul(softmax(scores, -1), v);
+  Tensor weights = dropout(softmax(scores, -1), dropout_, is_training(), default_generator());
+  return matmul(weights, v);
 }
 
 std::string MultiHeadAttention::describe() const {
-  return fmt::format("MultiHeadAttention(dim={}, heads={}{})", dim_, heads_,
-                     causal_ ? ", causal" : "");
+  return fmt::format("MultiHeadAttention(dim={}, heads={}{}{})", dim_, heads_,
+                     causal_ ? ", causal" : "",
+                     dropout_ > 0.0f ? fmt::format(", dropout={}", dropout_) : "");
 }
 
 }  // namespace pac::nn

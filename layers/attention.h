@@ -1,6 +1,8 @@
 // MultiHeadAttention: scaled dot-product self-attention over x [N, T, dim] with `heads` heads,
 // parameterised as PyTorch's nn.MultiheadAttention (in_proj_weight [3 dim, dim], in_proj_bias,
-// out_proj), so parameter counts and checkpoints line up. `causal` masks future positions.
+// out_proj), so parameter counts and checkpoints line up. `causal` masks future positions;
+// `dropout` drops attention weights while training (nn.MultiheadAttention's dropout, nanoGPT's
+// attn_dropout).
 // For generation, forward_cached() keeps the keys and values of the tokens already seen, so each
 // new token costs one token's projections and one row of attention.
 #pragma once
@@ -16,7 +18,7 @@ struct AttentionCache {
 
 class MultiHeadAttention : public Module {
  public:
-  MultiHeadAttention(int64_t dim, int64_t heads, bool causal = false);
+  MultiHeadAttention(int64_t dim, int64_t heads, bool causal = false, float dropout = 0.0f);
   Tensor forward(const Tensor& x) override;
   // x [N, T, dim]: the tokens after the cache's; their keys and values join the cache. Each
   // token attends to every cached one and (when causal) to the new ones up to itself.
@@ -32,6 +34,7 @@ class MultiHeadAttention : public Module {
 
   int64_t dim_, heads_;
   bool causal_;
+  float dropout_;
 };
 
 }  // namespace pac::nn

@@ -11,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "gradcheck.h"
+#include "layers/attention.h"
 #include "optim/adamw.h"
 #include "prune/pruner.h"
 
@@ -217,4 +218,31 @@ TEST_CASE(
   o.top_k = 1;
   CHECK(generate_from_checkpoint(o) == "abcdefga");  // it learned the cycle
   std::filesystem::remove(path);
+}
+
+TEST_CASE("attention dropout drops attention weights while training only, and keeps their mean") {
+  default_generator().manual_seed(3);
+  nn::MultiHeadAttention attn(8, 2, true, 0.5f);
+  CHECK(attn.describe() == "MultiHeadAttention(dim=8, heads=2, causal, dropout=0.5)");
+  Tensor x = Generator(4).randn({1, 5, 8});
+  NoGradGuard no_grad;
+  attn.eval();
+  std::vector<float> want = attn(x).to_vector();
+  CHECK(attn(x).to_vector() == want);  // evaluation draws nothing
+  attn.train();
+  const int draws = 400;
+  std::vector<double> mean(want.size(), 0.0);
+  int64_t changed = 0;
+  for (int d = 0; d < draws; ++d) {
+    std::vector<float> got = attn(x).to_vector();
+    for (size_t i = 0; i < got.size(); ++i) {
+      mean[i] += got[i] / draws;
+      changed += got[i] != want[i];
+    }
+  }
+  CHECK(changed > draws * static_cast<int64_t>(want.size()) / 2);
+  // Each draw is unbiased: the mean of 400 is within a few standard errors of the full weights'.
+  for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(mean[i] - want[i]) < 0.25);
+  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(8, 2, true, 1.0f),
+                       doctest::Contains("dropout must be in [0, 1)"), Error);
 }

@@ -55,7 +55,8 @@ void apply_gpt_preset(const std::string& name, GPTConfig& config) {
 
 GPTBlock::GPTBlock(const GPTConfig& c) {
   ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.dim));
-  attn = register_module("attn", std::make_shared<nn::MultiHeadAttention>(c.dim, c.heads, true));
+  attn = register_module("attn",
+                         std::make_shared<nn::MultiHeadAttention>(c.dim, c.heads, true, c.dropout));
   ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.dim));
   mlp = register_module("mlp", std::make_shared<nn::MLP>(c.dim, 4 * c.dim, c.dropout));
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
