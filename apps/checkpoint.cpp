@@ -102,6 +102,7 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
       {"optimizer", optimizer_name},
       {"compressor", run.compressor},
       {"prune", run.prune},
+      {"sync", run.sync},
   };
   save_safetensors(path, file);
 }
@@ -206,6 +207,8 @@ LoadedCheckpoint load_checkpoint(TensorFile file, const std::string& path,
               path, kFormatWithoutRunState);
     out.run.compressor = require_metadata(file, "compressor", path);
     out.run.prune = require_metadata(file, "prune", path);
+    // Checkpoints from before --sync local and diloco could be resumed were all step.
+    out.run.sync = file.metadata.count("sync") ? file.metadata.at("sync") : "step";
     for (const auto& [r, state] : ranks) {
       PAC_CHECK(r == static_cast<int64_t>(out.run.ranks.size()),
                 "{}: checkpoint has state for rank {} but none for rank {}", path, r,

@@ -67,6 +67,18 @@ void OuterSync::masks_changed() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].second->apply_mask(anchor_[i]);
 }
 
+StateDict OuterSync::state() const {
+  PAC_CHECK(pending_ == 0, "OuterSync: state() taken {} local steps after a synchronisation",
+            pending_);
+  return outer_->state();
+}
+
+void OuterSync::load_state(const StateDict& state) {
+  outer_->load_state(state);
+  for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].second->data());
+  pending_ = 0;
+}
+
 comm::ReducerStepStats OuterSync::synchronise() {
   NoGradGuard no_grad;
   reducer_.set_paused(false);

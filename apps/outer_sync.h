@@ -50,6 +50,11 @@ class OuterSync {
   int64_t pending() const { return pending_; }
   // After a pruning event: the anchor loses the pruned entries too.
   void masks_changed();
+  // For checkpoints, taken right after a synchronisation (the trainer makes every checkpoint
+  // step one): the outer optimizer's state. The anchor is then the parameters themselves.
+  StateDict state() const;
+  // Restores state() on a model whose parameters are those of that synchronisation.
+  void load_state(const StateDict& state);
   const SyncOptions& options() const { return options_; }
 
  private:

@@ -60,9 +60,12 @@ std::vector<StateDict> gather_to_rank0(comm::ProcessGroup& group, const StateDic
 }  // namespace
 
 RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
-                           const std::string& compressor, prune::Pruner* pruner) {
+                           const std::string& compressor, prune::Pruner* pruner,
+                           const std::string& sync, const StateDict& sync_state) {
   RunState state;
   StateDict mine = generator_state();
+  state.sync = sync;
+  add_prefixed(mine, "sync.", sync_state);
   if (reducer) {
     state.compressor = compressor;
     add_prefixed(mine, "compressor.", reducer->compressor().state());
@@ -75,9 +78,14 @@ RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
   return state;
 }
 
-void restore_run_state(const RunState& state, const std::string& path, comm::ProcessGroup& group,
-                       comm::Reducer* reducer, const std::string& compressor,
-                       prune::Pruner* pruner) {
+StateDict restore_run_state(const RunState& state, const std::string& path,
+                            comm::ProcessGroup& group, comm::Reducer* reducer,
+                            const std::string& compressor, prune::Pruner* pruner,
+                            const std::string& sync) {
+  PAC_CHECK(state.sync == sync,
+            "{}: checkpoint was trained with --sync {}, this run uses --sync {}; the ranks' "
+            "optimizer states would not carry over",
+            path, state.sync, sync);
   // A single process without compression has no reducer: that is dense too.
   auto or_dense = [](const std::string& name) { return name.empty() ? "dense" : name; };
   PAC_CHECK(or_dense(state.compressor) == or_dense(reducer ? compressor : ""),
@@ -102,7 +110,9 @@ void restore_run_state(const RunState& state, const std::string& path, comm::Pro
   Generator::State generator;
   std::memcpy(generator.data(), words.raw_data(), sizeof(generator));
   default_generator().set_state(generator);
+  StateDict sync_state = read.section("sync.");
   read.finish();
+  return sync_state;
 }
 
 }  // namespace pac

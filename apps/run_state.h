@@ -3,8 +3,10 @@
 //   shared   the pruner's (criterion sums, imp's rewind weights, event count); rank 0's copy
 //            stands for all, since only rank 0 scores;
 //   per rank the compressor's (error-feedback residuals, PowerSGD factors, step counters) and
-//            the random generator's, which differ between ranks. They are gathered to rank 0,
-//            which writes the one checkpoint file, and each rank takes its own back on resume.
+//            the random generator's, which differ between ranks; with --sync local or diloco
+//            also the inner optimizer's (each rank's own moments) and the outer optimizer's.
+//            They are gathered to rank 0, which writes the one checkpoint file, and each rank
+//            takes its own back on resume.
 #pragma once
 
 #include <string>
@@ -17,21 +19,26 @@
 namespace pac {
 
 struct RunState {
-  std::string compressor;  // the --compress name ("" when the run had no reducer)
-  std::string prune;       // the --prune criterion ("" without pruning)
+  std::string compressor;     // the --compress name ("" when the run had no reducer)
+  std::string prune;          // the --prune criterion ("" without pruning)
+  std::string sync = "step";  // the --sync mode
   StateDict pruner;
-  std::vector<StateDict> ranks;  // per rank: "compressor.<key>" and "generator"
+  std::vector<StateDict> ranks;  // per rank: "compressor.<key>", "generator" and "sync.<key>"
 };
 
 // Every rank calls this at the same step; rank 0 gets every rank's state in `ranks`, the others
-// an empty list. `reducer` and `pruner` may be null.
+// an empty list. `reducer` and `pruner` may be null. `sync_state` is this rank's state of a
+// --sync mode other than step (saved as "sync.<key>").
 RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
-                           const std::string& compressor, prune::Pruner* pruner);
+                           const std::string& compressor, prune::Pruner* pruner,
+                           const std::string& sync = "step", const StateDict& sync_state = {});
 
-// Puts this rank's share of `state` back. Refuses a state from another compressor, criterion or
-// world size. `path` names the checkpoint in errors.
-void restore_run_state(const RunState& state, const std::string& path, comm::ProcessGroup& group,
-                       comm::Reducer* reducer, const std::string& compressor,
-                       prune::Pruner* pruner);
+// Puts this rank's share of `state` back and returns its --sync state (empty for step). Refuses
+// a state from another compressor, criterion, --sync mode or world size. `path` names the
+// checkpoint in errors.
+StateDict restore_run_state(const RunState& state, const std::string& path,
+                            comm::ProcessGroup& group, comm::Reducer* reducer,
+                            const std::string& compressor, prune::Pruner* pruner,
+                            const std::string& sync = "step");
 
 }  // namespace pac

@@ -175,11 +175,6 @@ TrainResult train(const TrainOptions& o) {
               "--eval-every with --sync {}: between synchronisations the ranks hold different "
               "models; evaluation follows every epoch",
               o.sync);
-    PAC_CHECK(o.resume.empty() && o.checkpoint_every == 0,
-              "--sync {}: a checkpoint inside the run would not hold the anchor and the outer "
-              "optimizer's state, so --resume and --checkpoint-every are refused with it (the "
-              "checkpoint at the end, after the last synchronisation, is complete)",
-              o.sync);
     sync_options.warmup = o.sync_warmup;
     sync_options.outer_lr = o.outer_lr;
     sync_options.outer_momentum = o.outer_momentum;
@@ -211,12 +206,35 @@ TrainResult train(const TrainOptions& o) {
   // Built once: the per-step checks walk the same list every step.
   const optim::NamedParameters params = model->named_parameters();
   if (world > 1) prune::check_masks_agree(*group, params);
+  // Under local SGD and DiLoCo each rank's optimizer has its own state, and the outer optimizer
+  // its momentum: every checkpoint step is a synchronisation, after which these and the
+  // parameters are all a resumed run needs.
+  const std::string sync_name =
+      outer ? fmt::format("{}:{}", sync_options.kind, sync_options.every) : "step";
   if (!o.resume.empty()) {
-    restore_run_state(loaded_run, o.resume, *group, reducer.get(), o.compress, pruner.get());
+    StateDict sync_state = restore_run_state(loaded_run, o.resume, *group, reducer.get(),
+                                             o.compress, pruner.get(), sync_name);
+    if (outer) {
+      StateReader read(fmt::format("{}: rank {}'s --sync {} state", o.resume, rank, sync_name),
+                       sync_state);
+      optimizer->load_state(read.section("inner."));
+      outer->load_state(read.section("outer."));
+      read.finish();
+    }
   }
+  auto sync_state = [&] {
+    StateDict state;
+    if (outer) {
+      add_prefixed(state, "inner.", optimizer->state());
+      add_prefixed(state, "outer.", outer->state());
+    }
+    return state;
+  };
+  const bool checkpointing = o.checkpoint_every > 0 && !o.checkpoint.empty();
   // Every rank takes part (each contributes its compressor state); rank 0 writes the file.
   auto write_checkpoint = [&] {
-    RunState run = capture_run_state(*group, reducer.get(), o.compress, pruner.get());
+    RunState run =
+        capture_run_state(*group, reducer.get(), o.compress, pruner.get(), sync_name, sync_state());
     if (leader)
       save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run);
   };
@@ -320,11 +338,12 @@ TrainResult train(const TrainOptions& o) {
           train_step(*model, params, *optimizer, local ? nullptr : reducer.get(), batch, settings);
       const float value = outcome.loss;
       comm::ReducerStepStats comm_stats = outcome.comm;
-      // The end of a period, of an epoch (so that the model evaluated is the ranks' common one)
-      // or of the run: the ranks agree again.
+      // The end of a period, of an epoch (so that the model evaluated is the ranks' common one),
+      // a checkpoint step or the run: the ranks agree again.
       double outer_s = 0.0;
       if (outer && outer->pending() > 0 &&
-          (outer->due(position.step + 1) || b + 1 == batches || position.step + 1 == total_steps)) {
+          (outer->due(position.step + 1) || b + 1 == batches || position.step + 1 == total_steps ||
+           (checkpointing && (position.step + 1) % o.checkpoint_every == 0))) {
         auto outer_start = Clock::now();
         comm::ReducerStepStats synced = outer->synchronise();
         outer_s = seconds_since(outer_start);
@@ -407,8 +426,7 @@ TrainResult train(const TrainOptions& o) {
           std::fflush(stdout);
         }
       }
-      if (o.checkpoint_every > 0 && !o.checkpoint.empty() &&
-          position.step % o.checkpoint_every == 0) {
+      if (checkpointing && position.step % o.checkpoint_every == 0) {
         if (fault.due("kill-in-checkpoint", position.step, rank)) arm_checkpoint_kill();
         write_checkpoint();
       }

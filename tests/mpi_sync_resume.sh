@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Resuming runs that synchronise every H steps (--sync local:H and diloco:H) on 2 ranks. Between
+# synchronisations each rank's optimizer has its own state, and DiLoCo's outer optimizer has its
+# momentum; both are in the checkpoint, so a run that dies after a checkpoint and is resumed must
+# end with a checkpoint byte for byte the same as the run trained straight through. Checkpoints
+# (every 5 steps) fall inside the periods (H = 3): each is a synchronisation of its own. A run
+# with another --sync mode must refuse the checkpoint.
+# Usage: tests/mpi_sync_resume.sh PACTRAIN MPIEXEC
+set -uo pipefail
+pactrain="$1" mpiexec="$2"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+failures=0
+
+train() {  # train CHECKPOINT SYNC [options]: 2 epochs of 8 steps, a checkpoint every 5
+  local checkpoint="$1" sync="$2"
+  shift 2
+  timeout 300 "$mpiexec" --oversubscribe -n 2 "$pactrain" train \
+    --model resnet20 --data synthetic --synthetic-size 256 --image-size 12 --batch 16 \
+    --epochs 2 --threads 1 --comm-timeout 10 --seed 3 \
+    --sync "$sync" --checkpoint "$checkpoint" --checkpoint-every 5 "$@"
+}
+
+fail() {
+  echo "FAILED: $*"
+  failures=$((failures + 1))
+}
+
+# check NAME SYNC [options]: straight through, then killed at step 12 (after the step-10
+# checkpoint) and resumed.
+check() {
+  local name="$1" sync="$2"
+  shift 2
+  if ! train "$dir/$name-straight.safetensors" "$sync" "$@" > "$dir/straight.log" 2>&1; then
+    fail "$name: the straight run failed"
+    tail -20 "$dir/straight.log"
+    return
+  fi
+  PACTRAIN_FAULT=exit:12:1 train "$dir/$name.safetensors" "$sync" "$@" > "$dir/killed.log" 2>&1 &&
+    fail "$name: the run with rank 1 dying at step 12 did not fail"
+  if ! train "$dir/$name.safetensors" "$sync" "$@" --resume "$dir/$name.safetensors" \
+    > "$dir/resumed.log" 2>&1; then
+    fail "$name: the resumed run failed"
+    tail -20 "$dir/resumed.log"
+    return
+  fi
+  grep -q "resuming at step 10" "$dir/resumed.log" ||
+    fail "$name: the resumed run did not start from the step-10 checkpoint"
+  if cmp -s "$dir/$name-straight.safetensors" "$dir/$name.safetensors"; then
+    echo "$name: resumed from the step-10 checkpoint; final checkpoint identical to the straight run's"
+  else
+    fail "$name: the resumed run's final checkpoint differs from the straight run's"
+  fi
+}
+
+# DiLoCo: AdamW inside (each rank's own moments), Nesterov outside, a pruned model whose
+# pseudo-gradient pactrain codes ternary with error feedback (each rank's own residuals).
+check diloco diloco:3 --optimizer adamw --lr 0.003 --prune magnitude --sparsity 0.5 \
+  --prune-schedule oneshot:0 --compress pactrain --compress-opt enc=ternary
+# Post-local SGD with Nesterov momentum, after two synchronous steps.
+check local local:3 --momentum 0.9 --nesterov --sync-warmup 2
+
+# Another --sync mode is refused, by name.
+if train "$dir/other.safetensors" step --resume "$dir/local-straight.safetensors" \
+  --momentum 0.9 --nesterov > "$dir/other.log" 2>&1; then
+  fail "a local:3 checkpoint was resumed with --sync step"
+elif ! grep -q "trained with --sync local:3, this run uses --sync step" "$dir/other.log"; then
+  fail "resuming a local:3 checkpoint with --sync step failed without naming the modes"
+  tail -5 "$dir/other.log"
+fi
+
+[ "$failures" -eq 0 ] && echo "all sync resume checks passed"
+exit "$failures"
