@@ -1,12 +1,16 @@
 // bench-gpu-step: the GPU training step (forward, backward, SGD with momentum) of ResNet-50
-// (224x224, batch 64) and ViT-B/16 (224x224, batch 32) on synthetic ImageNet-shaped data, timed
-// with CUDA events on the compute stream: the median of --steps steps after --warmup. One JSON
-// line per model; bench/torch_gpu_step.py prints the same lines for PyTorch eager, and
-// scripts/gpu_check.sh runs both.
-// Usage: bench-gpu-step [--models resnet50,vit-base] [--steps 30] [--warmup 10] [--tf32]
-//                       [--device cuda|cpu] [--image-size 224] [--batch B]
-// --device cpu (with a small --image-size and --batch) checks the harness on a machine without a
-// GPU; it times with the host clock.
+// (224x224, batch 64) and ViT-B/16 (224x224, batch 32) on synthetic ImageNet-shaped data, and of
+// GPT-2 small (gpt2-small: 50257 tokens of vocabulary, context 1024, batch 8) on random tokens,
+// timed with CUDA events on the compute stream: the median of --steps steps after --warmup. One
+// JSON line per model; bench/torch_gpu_step.py prints the same lines for PyTorch eager, and
+// scripts/gpu_check.sh runs both. --sparsity S first masks a fraction S of every weight of two
+// or more dimensions (the same random masks for a given seed), so that a pruned step can be
+// timed against the dense one: the masked update and the masked gradient are what it adds.
+// Usage: bench-gpu-step [--models resnet50,vit-base,gpt2-small] [--steps 30] [--warmup 10]
+//                       [--tf32] [--device cuda|cpu] [--image-size 224] [--context 1024]
+//                       [--batch B] [--sparsity S]
+// --device cpu (with a small --image-size, --context and --batch) checks the harness on a machine
+// without a GPU; it times with the host clock.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,7 +71,8 @@ std::vector<float> gpu_timed(Step& step, int64_t steps) {
 }
 
 int main(int argc, char** argv) try {
-  int64_t steps = 30, warmup = 10, image_size = 224, batch_override = 0;
+  int64_t steps = 30, warmup = 10, image_size = 224, context = 1024, batch_override = 0;
+  double sparsity = 0.0;
   bool tf32 = false;
   std::string device_name = "cuda";
   std::string model_list = "resnet50,vit-base";
@@ -89,15 +94,20 @@ int main(int argc, char** argv) try {
       device_name = value;
     else if (arg == "--image-size")
       image_size = std::stoll(value);
+    else if (arg == "--context")
+      context = std::stoll(value);
     else if (arg == "--batch")
       batch_override = std::stoll(value);
+    else if (arg == "--sparsity")
+      sparsity = std::stod(value);
     else
       PAC_FAIL(
           "unknown option '{}'; expected --models, --steps, --warmup, --tf32, --device, "
-          "--image-size or --batch",
+          "--image-size, --context, --batch or --sparsity",
           arg);
   }
   PAC_CHECK(steps > 0 && warmup >= 0, "--steps must be > 0 and --warmup >= 0");
+  PAC_CHECK(sparsity >= 0.0 && sparsity < 1.0, "--sparsity must be in [0, 1), got {}", sparsity);
   const Device device = Device::parse(device_name);
   if (!device.is_cpu()) {
     PAC_CHECK(cuda_compiled(), "this build has no CUDA backend");
@@ -107,20 +117,52 @@ int main(int argc, char** argv) try {
   }
   std::stringstream names(model_list);
   for (std::string name; std::getline(names, name, ',');) {
+    const bool gpt = name.rfind("gpt", 0) == 0;
     models::ModelConfig config{name, 3, 1000, image_size};
     if (name.rfind("vit", 0) == 0) config.patch = 16;
-    const int64_t batch = batch_override > 0 ? batch_override : name.rfind("vit", 0) == 0 ? 32 : 64;
+    if (gpt) {
+      config.vocab_size = 50257;
+      config.context = context;
+    }
+    const int64_t batch = batch_override > 0          ? batch_override
+                          : name.rfind("vit", 0) == 0 ? 32
+                          : gpt                       ? 8
+                                                      : 64;
     default_generator().manual_seed(0);
     auto model = models::make_model(config);
+    Generator g(0);
+    int64_t masked = 0;
+    for (auto& [pname, p] : model->named_parameters()) {
+      if (sparsity == 0.0 || p->shape().size() < 2) continue;
+      Tensor mask = g.bernoulli(p->shape(), static_cast<float>(1.0 - sparsity)).to(DType::u8);
+      p->set_mask(mask);
+      ++masked;
+    }
     model->to(device);
     optim::Sgd sgd(model->named_parameters(), {0.01f, 0.9f});
-    Generator g(0);
-    Tensor x = g.randn({batch, 3, image_size, image_size}).to(device);
-    std::vector<int64_t> label_values(batch);
-    for (int64_t i = 0; i < batch; ++i) label_values[i] = i % 1000;
-    Tensor y = Tensor::from_indices(label_values, {batch}).to(device);
+    Tensor x, y;
+    if (gpt) {
+      // Random tokens; the targets are the inputs shifted by one, as a language model's are.
+      std::vector<int64_t> tokens(batch * (context + 1)), inputs, targets;
+      for (auto& t : tokens) t = static_cast<int64_t>(g.uniform() * 50257) % 50257;
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t t = 0; t < context; ++t) {
+          inputs.push_back(tokens[b * (context + 1) + t]);
+          targets.push_back(tokens[b * (context + 1) + t + 1]);
+        }
+      }
+      x = Tensor::from_indices(inputs, {batch, context}).to(device);
+      y = Tensor::from_indices(targets, {batch * context}).to(device);
+    } else {
+      x = g.randn({batch, 3, image_size, image_size}).to(device);
+      std::vector<int64_t> label_values(batch);
+      for (int64_t i = 0; i < batch; ++i) label_values[i] = i % 1000;
+      y = Tensor::from_indices(label_values, {batch}).to(device);
+    }
     auto step = [&] {
-      Tensor loss = cross_entropy((*model)(x), y);
+      Tensor logits = (*model)(x);
+      if (gpt) logits = reshape(logits, {batch * context, logits.size(2)});
+      Tensor loss = cross_entropy(logits, y);
       sgd.zero_grad();
       loss.backward();
       sgd.step();
@@ -130,9 +172,11 @@ int main(int argc, char** argv) try {
     std::sort(ms.begin(), ms.end());
     std::printf(
         "{\"framework\": \"pactrain\", \"model\": \"%s\", \"batch\": %ld, \"precision\": \"%s\", "
-        "\"median_ms\": %.3f, \"min_ms\": %.3f, \"steps\": %ld, \"peak_gpu_bytes\": %zu}\n",
-        name.c_str(), static_cast<long>(batch), tf32 ? "tf32" : "fp32", ms[steps / 2], ms[0],
-        static_cast<long>(steps), device.is_cpu() ? size_t{0} : cuda_allocator_stats().peak_bytes);
+        "\"sparsity\": %.2f, \"masked_weights\": %ld, \"median_ms\": %.3f, \"min_ms\": %.3f, "
+        "\"steps\": %ld, \"peak_gpu_bytes\": %zu}\n",
+        name.c_str(), static_cast<long>(batch), tf32 ? "tf32" : "fp32", sparsity,
+        static_cast<long>(masked), ms[steps / 2], ms[0], static_cast<long>(steps),
+        device.is_cpu() ? size_t{0} : cuda_allocator_stats().peak_bytes);
     std::fflush(stdout);
   }
   return 0;

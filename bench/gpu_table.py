@@ -3,12 +3,16 @@ precision, pactrain's and PyTorch's median step time, their ratio (the target is
 and the TFLOP/s each achieves against the measured GEMM peak.
 
 FLOPs per step: 3x the forward pass (backward costs about twice forward), with forward 2 x 4.09
-GMAC per 224x224 image for ResNet-50 and 2 x 17.56 GMAC for ViT-B/16; the TFLOP/s columns hold
-for 224x224 runs only (the GPU check's)."""
+GMAC per 224x224 image for ResNet-50, 2 x 17.56 GMAC for ViT-B/16, and for GPT-2 small per
+sequence of 1024 tokens 2 x 124.4 M multiply-adds a token plus attention's 2 x 2 x 12 layers x
+1024 x 768 (scores and weighted sum, computed in full); the TFLOP/s columns hold for 224x224
+images and 1024 tokens only (the GPU check's). A second table puts each pruned step (bench-gpu-step
+--sparsity) beside the dense one of the same model and precision."""
 import json
 import sys
 
-FORWARD_FLOPS = {"resnet50": 2 * 4.09e9, "vit-base": 2 * 17.56e9}
+FORWARD_FLOPS = {"resnet50": 2 * 4.09e9, "vit-base": 2 * 17.56e9,
+                 "gpt2-small": 1024 * (2 * 124.4e6 + 4 * 12 * 1024 * 768)}
 
 
 def main():
@@ -24,14 +28,14 @@ def main():
             if r["framework"] == "peak":
                 peak[r["precision"]] = r["tflops"]
             else:
-                rows[(r["model"], r["precision"], r["framework"])] = r
+                rows[(r["model"], r["precision"], r["framework"], r.get("sparsity", 0.0))] = r
     print("| model | batch | precision | pactrain ms | PyTorch ms | ratio | pactrain TFLOP/s "
           "| PyTorch TFLOP/s | GEMM peak TFLOP/s |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for model in ("resnet50", "vit-base"):
+    for model in ("resnet50", "vit-base", "gpt2-small"):
         for precision in ("fp32", "tf32"):
-            ours = rows.get((model, precision, "pactrain"))
-            theirs = rows.get((model, precision, "pytorch"))
+            ours = rows.get((model, precision, "pactrain", 0.0))
+            theirs = rows.get((model, precision, "pytorch", 0.0))
             if not ours and not theirs:
                 continue
             batch = (ours or theirs)["batch"]
@@ -46,6 +50,18 @@ def main():
             ratio = f"{ours['median_ms'] / theirs['median_ms']:.2f}x" if ours and theirs else "-"
             print(f"| {model} | {batch} | {precision} | {ms(ours)} | {ms(theirs)} | {ratio} | "
                   f"{tflops(ours)} | {tflops(theirs)} | {peak.get(precision, '-')} |")
+    pruned = sorted(k for k in rows if k[2] == "pactrain" and k[3] > 0)
+    if pruned:
+        print()
+        print("| model | precision | sparsity | pruned ms | dense ms | pruned / dense |")
+        print("|---|---|---:|---:|---:|---:|")
+    for model, precision, _, sparsity in pruned:
+        ours, dense = rows[(model, precision, "pactrain", sparsity)], \
+            rows.get((model, precision, "pactrain", 0.0))
+        ratio = f"{ours['median_ms'] / dense['median_ms']:.2f}x" if dense else "-"
+        print(f"| {model} | {precision} | {sparsity:.0%} | {ours['median_ms']:.1f} | "
+              f"{dense['median_ms']:.1f} | {ratio} |" if dense else
+              f"| {model} | {precision} | {sparsity:.0%} | {ours['median_ms']:.1f} | - | - |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """PyTorch eager peer of bench-gpu-step: the same training step (forward, backward, SGD with
 momentum) of torchvision's ResNet-50 (batch 64) and ViT-B/16 (batch 32) on synthetic 224x224
-data, timed with CUDA events, median of --steps after --warmup. Prints one JSON line per model.
+data, and of GPT-2 small (gpt2-small: bench/peers/torch_gpt.py's model, the same architecture as
+pactrain's, with 50257 tokens of vocabulary, context --context, batch 8) on random tokens, timed
+with CUDA events, median of --steps after --warmup. Prints one JSON line per model.
 
 --tf32 lets matrix products and convolutions use TF32 (torch.backends...allow_tf32); without it
 both are plain fp32, as pactrain's default. --device cpu with a small --image-size and --batch
@@ -10,8 +12,13 @@ import argparse
 import json
 import time
 
+import os
+import sys
+
 import torch
 import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
 
 def measure_peak(n=8192, repeats=10):
@@ -61,7 +68,9 @@ def main():
     parser.add_argument("--tf32", action="store_true")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--batch", type=int, default=0, help="0: 64 for ResNet-50, 32 for ViT")
+    parser.add_argument("--context", type=int, default=1024, help="gpt2-small's tokens")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="0: 64 for ResNet-50, 32 for ViT, 8 for gpt2-small")
     parser.add_argument("--peak", action="store_true",
                         help="measure the GPU's fp32 and TF32 GEMM peak instead")
     args = parser.parse_args()
@@ -79,16 +88,24 @@ def main():
         elif name == "vit-base":
             model = torchvision.models.vit_b_16(image_size=args.image_size)
             batch = 32
+        elif name == "gpt2-small":
+            import torch_gpt
+            model, batch = torch_gpt.GPT(50257, args.context, 768, 12, 12), 8
         else:
-            raise SystemExit(f"unknown model {name}; expected resnet50 or vit-base")
+            raise SystemExit(f"unknown model {name}; expected resnet50, vit-base or gpt2-small")
         batch = args.batch or batch
         model = model.to(device).train()
         sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        x = torch.randn(batch, 3, args.image_size, args.image_size, device=device)
-        y = torch.arange(batch, device=device) % 1000
+        if name == "gpt2-small":
+            tokens = torch.randint(0, 50257, (batch, args.context + 1), device=device)
+            x, y = tokens[:, :-1], tokens[:, 1:].reshape(-1)
+        else:
+            x = torch.randn(batch, 3, args.image_size, args.image_size, device=device)
+            y = torch.arange(batch, device=device) % 1000
 
         def step():
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
             sgd.zero_grad(set_to_none=False)
             loss.backward()
             sgd.step()

@@ -2,8 +2,9 @@
 # The one-command GPU check, for a machine with an NVIDIA GPU, the CUDA toolkit, CMake, ninja and
 # PyTorch (python3): configure and build pactrain with CUDA for that GPU, run the tests labelled
 # `gpu`, then time training steps of ResNet-50 (batch 64) and ViT-B/16 (batch 32) on synthetic
-# 224x224 data for pactrain and for PyTorch eager on the same GPU, in fp32 and in TF32, and print
-# a table. Everything it produces goes to $OUT (default out/gpu_check): the build and test logs,
+# 224x224 data and of GPT-2 small (batch 8 of 1024 tokens) for pactrain and for PyTorch eager on
+# the same GPU, in fp32 and in TF32, and pactrain's ResNet-50 and GPT-2 steps with 80% of every
+# weight masked against its dense ones, and print the tables. Everything it produces goes to $OUT (default out/gpu_check): the build and test logs,
 # gpu_bench.jsonl and gpu_table.md.
 #
 # Missing -dev packages are taken from .deps/debs (fetched beforehand on a machine with apt by
@@ -93,11 +94,16 @@ bench="$out/gpu_bench.jsonl"
 for precision in fp32 tf32; do
   flag=()
   [ "$precision" = tf32 ] && flag=(--tf32)
-  for model in resnet50 vit-base; do
+  for model in resnet50 vit-base gpt2-small; do
     "$build/bench-gpu-step" --models "$model" --steps "$steps" "${flag[@]}" >>"$bench" 2>>"$out/bench.log" ||
       log "bench-gpu-step $model $precision failed (see bench.log)"
     "$python" "$root/bench/torch_gpu_step.py" --models "$model" --steps "$steps" "${flag[@]}" \
       >>"$bench" 2>>"$out/bench.log" || log "torch_gpu_step $model $precision failed"
+  done
+  # A pruned step (80% of every weight masked) against the dense one above.
+  for model in resnet50 gpt2-small; do
+    "$build/bench-gpu-step" --models "$model" --sparsity 0.8 --steps "$steps" "${flag[@]}" \
+      >>"$bench" 2>>"$out/bench.log" || log "bench-gpu-step $model 80% $precision failed"
   done
 done
 "$python" "$root/bench/gpu_table.py" "$bench" | tee "$out/gpu_table.md"

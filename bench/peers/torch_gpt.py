@@ -51,7 +51,7 @@ class Block(nn.Module):
         q, k, v = self.in_proj(x).split(d, dim=2)
         q, k, v = (z.view(n, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
-        future = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        future = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), diagonal=1)
         y = scores.masked_fill(future, float("-inf")).softmax(-1) @ v
         return self.out_proj(y.transpose(1, 2).reshape(n, t, d))
 
@@ -76,7 +76,7 @@ class GPT(nn.Module):
 
     def forward(self, tokens):
         t = tokens.shape[1]
-        x = self.wte(tokens) + self.wpe(torch.arange(t))
+        x = self.wte(tokens) + self.wpe(torch.arange(t, device=tokens.device))
         for block in self.h:
             x = block(x)
         return self.ln_f(x) @ self.wte.weight.t()
