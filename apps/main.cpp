@@ -325,8 +325,10 @@ int main(int argc, char** argv) {
     } else if (*report_cmd) {
       parse_compress_options(report_compress_opts, report.train);
       for (const auto& [key, value] : report.train.compress_options) {
-        PAC_CHECK(key == "enc", "prune-report: --compress-opt {} is not used; only enc=", key);
+        PAC_CHECK(key == "enc" || key == "levels",
+                  "prune-report: --compress-opt {} is not used; only enc= and levels=", key);
       }
+      comm::make_compressor("pactrain", report.train.compress_options);  // checks the values
       std::fputs(run_prune_report(report).c_str(), stdout);
     } else if (*eval_cmd) {
       models::ModelConfig config = read_checkpoint_config(eval_checkpoint);

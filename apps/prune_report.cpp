@@ -40,8 +40,12 @@ std::string run_prune_report(const PruneReportOptions& options) {
     out += fmt::format("pruning: {}\n", pruner.describe());
   }
   prune::ReportOptions report{
-      models::example_input_shape(config), o.bucket_mb, o.first_bucket_mb,
-      o.compress_options.count("enc") ? o.compress_options.at("enc") : "fp32", options.world};
+      models::example_input_shape(config),
+      o.bucket_mb,
+      o.first_bucket_mb,
+      o.compress_options.count("enc") ? o.compress_options.at("enc") : "fp32",
+      options.world,
+      o.compress_options.count("levels") ? std::stoi(o.compress_options.at("levels")) : 1};
   out += fmt::format("{} on {} inputs\n", model->describe(),
                      fmt::join(models::example_input_shape(config), "x"));
   return out + prune::prune_report(*model, report);

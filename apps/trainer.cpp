@@ -181,11 +181,16 @@ TrainResult train(const TrainOptions& o) {
     outer = std::make_unique<OuterSync>(*model, *reducer, group, sync_options);
   }
   prune::ReportOptions report_options{
-      models::example_input_shape(config), o.bucket_mb, o.first_bucket_mb,
+      models::example_input_shape(config),
+      o.bucket_mb,
+      o.first_bucket_mb,
       o.compress_options.count("enc") && o.compress_options.at("enc") != "auto"
           ? o.compress_options.at("enc")
           : "fp32",
-      world};
+      world,
+      o.compress == "pactrain" && o.compress_options.count("levels")
+          ? std::stoi(o.compress_options.at("levels"))
+          : 1};
 
   RunPosition position;
   RunState loaded_run;

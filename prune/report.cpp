@@ -67,9 +67,9 @@ StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
     } else if (options.encoding == "ternary") {
       // The weights' ternary sums packed (TernaryWire), one scale per weight shared by an
       // all-reduce-max, and the 1-D parameters in fp32.
-      bytes.pactrain +=
-          static_cast<uint64_t>(comm::ternary_wire(options.world).bytes(layout.coded)) +
-          4 * static_cast<uint64_t>(layout.coded_parameters + layout.plain);
+      bytes.pactrain += static_cast<uint64_t>(
+                            comm::ternary_wire(options.world, options.levels).bytes(layout.coded)) +
+                        4 * static_cast<uint64_t>(layout.coded_parameters + layout.plain);
     } else {
       bytes.pactrain += static_cast<uint64_t>(layout.values * per_value);
     }
@@ -109,8 +109,11 @@ std::string prune_report(nn::Module& model, const ReportOptions& options) {
   out += fmt::format(
       "gradient bytes per step (all-reduce payload): dense {}B, pactrain {} {}B = {:.3f}x dense; "
       "with {} ranks each sends {:.2f}x that on a ring\n",
-      si(bytes.dense), options.encoding, si(bytes.pactrain),
-      bytes.dense ? static_cast<double>(bytes.pactrain) / bytes.dense : 1.0, options.world, ring);
+      si(bytes.dense),
+      options.levels > 1 ? fmt::format("{} (levels={})", options.encoding, options.levels)
+                         : options.encoding,
+      si(bytes.pactrain), bytes.dense ? static_cast<double>(bytes.pactrain) / bytes.dense : 1.0,
+      options.world, ring);
   return out;
 }
 

@@ -15,6 +15,7 @@ struct ReportOptions {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   std::string encoding = "fp32";  // pactrain's wire encoding: fp32, bf16, fp16 or ternary
   int world = 2;                  // ranks, for the bytes each rank puts on the wire
+  int levels = 1;                 // ternary's levels (--compress-opt levels=L)
 };
 
 struct StepBytes {

@@ -396,6 +396,10 @@ TEST_CASE("the report counts kept weights, FLOPs and bytes per step") {
   report.encoding = "ternary";
   prune::StepBytes ternary = prune::bytes_per_step(*model, report);
   CHECK(ternary.pactrain < pruned.pactrain / 8);  // 3.05 bits a value with 2 ranks, against 32
+  report.levels = 3;  // 4-bit fields, 15 to a word: 4.27 bits a value
+  prune::StepBytes three = prune::bytes_per_step(*model, report);
+  CHECK(three.pactrain > ternary.pactrain * 5 / 4);
+  CHECK(three.pactrain < ternary.pactrain * 3 / 2);
 
   std::string text = prune::prune_report(*model, report);
   CHECK(text.find("layer1.0.conv1.weight") != std::string::npos);
