@@ -103,6 +103,8 @@ def main():
                 continue
             t = timed[(rate, method)]
             epochs = curve(os.path.join(args.curves, run + ".jsonl"))
+            if not epochs:  # a run still in its first epoch
+                continue
             final_bytes = epochs[-1][1]
             wall, reached, reached_epoch, points = 0.0, None, None, []
             for i, (acc, sent) in enumerate(epochs):

@@ -4,7 +4,8 @@
 # (the first convolution excluded) ramped by Zhu & Gupta's cubic schedule over epochs 2-8.
 # Each run writes out/accuracy/NAME.{log,jsonl}; the table is built from whatever runs exist.
 # Usage: bench/run_accuracy.sh [RUN ...]
-#   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary), and the
+#   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary; with
+#        -levelsL: --compress-opt levels=L, codes in -L..L; with -noef: no error feedback), and the
 #        unpruned baselines: fp16, topk (DGC: 0.1%, momentum correction, the paper's per-epoch
 #        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD),
 #        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,
@@ -40,6 +41,13 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     base="${BASH_REMATCH[1]%-}"
     [ -n "$base" ] || base=dense
   fi
+  # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef.
+  codec=()
+  if [[ "$base" =~ ^(t[0-9][0-9])((-levels[0-9]+)?)((-noef)?)$ ]]; then
+    base="${BASH_REMATCH[1]}"
+    [ -n "${BASH_REMATCH[2]}" ] && codec+=(--compress-opt "levels=${BASH_REMATCH[2]#-levels}")
+    [ -n "${BASH_REMATCH[4]}" ] && codec+=(--compress-opt ef=0)
+  fi
   case "$base" in
     torch | torch-allreduce | torch-fp16 | torch-powersgd[24])
       "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
@@ -57,10 +65,11 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     powersgd[0-9]) extra=(--compress powersgd --compress-opt "rank=${base#powersgd}") ;;
     [pt][0-9][0-9])
       enc=fp32; [ "${base:0:1}" = t ] && enc=ternary
-      extra=(--compress pactrain --compress-opt "enc=$enc" --prune magnitude
+      extra=(--compress pactrain --compress-opt "enc=$enc" "${codec[@]+"${codec[@]}"}" --prune magnitude
              --sparsity "0.${base:1:2}" --prune-scope global --prune-exclude conv1.weight
              --prune-schedule "gradual:$steps_per_epoch:$((8 * steps_per_epoch)):117") ;;
-    *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90, fp16, topk," \
+    *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
+            "-noef), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH" >&2; exit 2 ;;
   esac
@@ -70,8 +79,16 @@ done
 
 echo "| run | encoding | sparsity | test accuracy (final) | best epoch | bytes/step per rank (last epoch) |"
 echo "|---|---|---:|---:|---:|---:|"
-for run in dense fp16 topk randomk terngrad powersgd2 powersgd4 signsgd p50 p80 p90 t50 t80 t90 \
-  torch-allreduce torch-fp16 torch-powersgd2 torch-powersgd4; do
+known=(dense fp16 topk randomk terngrad powersgd2 powersgd4 signsgd p50 p80 p90 t50 t80 t90
+       torch-allreduce torch-fp16 torch-powersgd2 torch-powersgd4)
+# The known runs in this order, then any other run in the folder (variants, -localH, -dilocoH).
+others=()
+for f in "$out"/*.jsonl; do
+  [ -f "$f" ] || continue
+  name="$(basename "$f" .jsonl)"
+  [[ " ${known[*]} " == *" $name "* ]] || others+=("$name")
+done
+for run in "${known[@]}" "${others[@]+"${others[@]}"}"; do
   [ -f "$out/$run.jsonl" ] || continue
   /usr/bin/python3 - "$out/$run.jsonl" "$run" <<'PY'
 import json, sys
@@ -84,9 +101,10 @@ if not epochs:
 last_epoch = epochs[-1]["epoch"]
 tail = [r["bytes_sent"] for r in steps if r["epoch"] == last_epoch]
 best = max(epochs, key=lambda r: r["test_acc"])
-pruned = run[0] in "pt" and run[1:].isdigit()
-enc = ("fp32" if run[0] == "p" else "ternary") if pruned else run
-sparsity = run[1:] + "%" if pruned else "0%"
+base = run.split("-")[0]
+pruned = base[0] in "pt" and base[1:].isdigit()
+enc = ("fp32" if base[0] == "p" else "ternary") if pruned else base
+sparsity = base[1:] + "%" if pruned else "0%"
 print(f"| {run} | {enc} | {sparsity} | {100 * epochs[-1]['test_acc']:.2f}% ({len(epochs)} epochs) "
       f"| {100 * best['test_acc']:.2f}% (epoch {best['epoch'] + 1}) | {sum(tail) / max(len(tail), 1):,.0f} |")
 PY
