@@ -115,6 +115,7 @@ struct Plan {
   int64_t count = 0;     // values in the bucket
   Encoding encoding = Encoding::fp32;
   Tensor wire;  // bf16 or f16 [K], or ternary's TernaryWire of the coded values; unused for fp32
+  TernaryWire layout;  // ternary: how the codes are laid out in `wire`
   // Ternary only. The weights' values are coded, the 1-D parameters' values sent in fp32.
   Tensor coded;          // i32 [C]: bucket positions of the coded values
   Tensor plain;          // i32 [P]: bucket positions of the fp32 values
@@ -338,8 +339,9 @@ class Pactrain : public Compressor {
     plan.begin = Tensor::from_indices(plan.entry_begin, {weights + 1}).to(device);
     plan.scale = Tensor::zeros({weights}, DType::f32, device);
     plan.next_scale = Tensor::zeros({weights}, DType::f32, device);
-    plan.wire = Tensor::zeros({ternary_wire(world, levels_).elements(c)},
-                              ternary_wire(world, levels_).dtype, device);
+    // GPU buckets travel over NCCL, which has no 16-bit integer type.
+    plan.layout = ternary_wire(world, levels_, /*int16=*/device.is_cpu());
+    plan.wire = Tensor::zeros({plan.layout.elements(c)}, plan.layout.dtype, device);
     if (error_feedback_) {
       plan.residual = Tensor::zeros({c}, DType::f32, device);
       plan.next_residual = Tensor::zeros({c}, DType::f32, device);
@@ -425,7 +427,7 @@ class Pactrain : public Compressor {
 
   // Ternary, second pass: the codes into the wire, and what they leave unsent into the residual.
   void encode_ternary(Plan& plan, ProcessGroup& group) {
-    const TernaryWire layout = ternary_wire(group.size(), levels_);
+    const TernaryWire& layout = plan.layout;
     const uint64_t seed = coding_seed(plan, group.rank());
     float* res = error_feedback_ ? plan.next_residual.data<float>() : nullptr;
     timed([&] {
@@ -448,15 +450,15 @@ class Pactrain : public Compressor {
     const int32_t* plain = plan.plain.data<int32_t>();
     timed([&] {
       if (bucket.flat.is_cuda()) {
-        TernaryWire w = ternary_wire(world, levels_);
+        const TernaryWire& w = plan.layout;
         gpu::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype, w.levels}, world,
                             plan.scale.data<float>(), plan.begin.data<int64_t>(),
                             plan.scale.numel(), plan.values.numel(), v, coded);
         cuda::index_scatter(v, plain, plan.plain_values.data<float>(), plan.plain.numel());
         return;
       }
-      ternary_decode(plan.wire, ternary_wire(world, levels_), world, plan.entry_begin,
-                     plan.scale.data<float>(), v, coded);
+      ternary_decode(plan.wire, plan.layout, world, plan.entry_begin, plan.scale.data<float>(), v,
+                     coded);
       const float* pv = plan.plain_values.data<float>();
       for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) v[plain[j]] = pv[j];
     });
@@ -533,7 +535,8 @@ class Pactrain : public Compressor {
     double bandwidth_part = std::max(0.0, double(m[0]) - m[1]);
     PactrainLayout layout = pactrain_layout(bucket);
     double ternary_bytes =
-        double(ternary_wire(group.size(), levels_).bytes(layout.coded) + 4 * layout.plain) /
+        double(ternary_wire(group.size(), levels_, device.is_cpu()).bytes(layout.coded) +
+               4 * layout.plain) /
         double(k);
     double scale_wait = previous_scale_ ? 0.0 : m[1];
     double cost[] = {m[1] + bandwidth_part + m[2], m[1] + bandwidth_part * 0.5 + m[3],

@@ -8,7 +8,7 @@
 
 namespace pac::comm {
 
-TernaryWire ternary_wire(int world, int levels) {
+TernaryWire ternary_wire(int world, int levels, bool int16) {
   PAC_CHECK(world >= 1 && world <= 32767, "pactrain ternary: world size {} is outside 1..32767",
             world);
   PAC_CHECK(levels >= 1 && int64_t(levels) * world <= 32767,
@@ -23,6 +23,7 @@ TernaryWire ternary_wire(int world, int levels) {
   TernaryWire one_each;
   one_each.dtype = levels * world <= 127 ? DType::i8 : DType::i16;
   one_each.levels = levels;
+  if (one_each.dtype == DType::i16 && !int16) return packed;
   return packed.bytes(1 << 20) < one_each.bytes(1 << 20) ? packed : one_each;
 }
 

@@ -37,7 +37,9 @@ struct TernaryWire {
   }
 };
 
-TernaryWire ternary_wire(int world, int levels = 1);
+// `int16`: whether one int16 per value may be chosen. NCCL has no 16-bit integer type, so GPU
+// buckets ask for a packed wire instead, which from 2LP = 32768 on is a third larger.
+TernaryWire ternary_wire(int world, int levels = 1, bool int16 = true);
 
 // Pass 1. e[j] = g[positions[j]] (positions null: g[j]) plus residual[j] (when not null); and
 // per segment p (values begin[p] .. begin[p + 1]) maxima[p] = max |e|, or with clip > 0 at most
