@@ -191,6 +191,47 @@ __global__ void max_along_kernel(const float* x, float* out, int64_t* positions,
   positions[i] = best;
 }
 
+// Of two candidates (value, position), the one the sequential scan above keeps: the last NaN if
+// either is one, else the larger value, and of equal values the first position.
+__device__ inline bool keeps_second(float v1, int64_t p1, float v2, int64_t p2) {
+  if (isnan(v1) || isnan(v2)) return isnan(v2) && (!isnan(v1) || p2 > p1);
+  return v2 > v1 || (v2 == v1 && p2 < p1);
+}
+
+// One block per output, for few outputs over a long dimension (the maximum of a whole tensor, a
+// row's argmax over a vocabulary): the threads stride over the dimension, then a tree in shared
+// memory picks the block's answer. The same result as max_along_kernel.
+__global__ void max_along_block_kernel(const float* x, float* out, int64_t* positions, int64_t size,
+                                       int64_t inner) {
+  __shared__ float values[256];
+  __shared__ int64_t at[256];
+  const int64_t i = blockIdx.x, o = i / inner, j = i % inner, base = o * size * inner + j;
+  float best = x[base];
+  int64_t best_at = base;
+  for (int64_t k = threadIdx.x; k < size; k += blockDim.x) {
+    int64_t p = base + k * inner;
+    if (keeps_second(best, best_at, x[p], p)) {
+      best = x[p];
+      best_at = p;
+    }
+  }
+  values[threadIdx.x] = best;
+  at[threadIdx.x] = best_at;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half && keeps_second(values[threadIdx.x], at[threadIdx.x],
+                                           values[threadIdx.x + half], at[threadIdx.x + half])) {
+      values[threadIdx.x] = values[threadIdx.x + half];
+      at[threadIdx.x] = at[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    out[i] = values[0];
+    positions[i] = at[0];
+  }
+}
+
 }  // namespace
 
 void reduce_sum(const float* x, float* out, const Reduction& r, bool accumulate) {
@@ -207,6 +248,13 @@ void max_along(const float* x, float* out, int64_t* positions, int64_t outer, in
                int64_t inner) {
   int64_t count = outer * inner;
   if (count == 0) return;
+  // Few outputs over a long dimension would leave one thread scanning it alone.
+  if (size >= 512 && count < 8192) {
+    max_along_block_kernel<<<static_cast<unsigned>(count), 256, 0, compute_stream()>>>(
+        x, out, positions, size, inner);
+    PAC_CUDA_LAUNCH_CHECK();
+    return;
+  }
   max_along_kernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0,
                      compute_stream()>>>(x, out, positions, size, inner, count);
   PAC_CUDA_LAUNCH_CHECK();

@@ -1,6 +1,8 @@
 // Every op on the GPU against its CPU twin, forward and backward, on random inputs.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <algorithm>
 
 #include "core/allocator.h"
@@ -134,6 +136,18 @@ TEST_CASE("reductions: sum, mean, max, argmax") {
   check_against_cpu(
       "sum of many", {big}, [](const Inputs& t) { return sum(t[0], {1}); }, 1e-4);
   CHECK(argmax(x[0].to(Device::cuda()), 2).cpu().to_vector() == argmax(x[0], 2).to_vector());
+  // Few outputs over a long dimension take one block each: the maximum of all 210,000 values,
+  // a row's argmax over a vocabulary-sized dimension, ties (the first) and NaN (the last).
+  check_against_cpu("max of many", {big}, [](const Inputs& t) { return max(t[0]); });
+  check_against_cpu("max of many, dim", {big}, [](const Inputs& t) { return max(t[0], 1); });
+  CHECK(argmax(big.to(Device::cuda()), 1).cpu().to_vector() == argmax(big, 1).to_vector());
+  Tensor ties = Tensor::zeros({2, 5000});
+  ties.data<float>()[700] = ties.data<float>()[4000] = 3.0f;
+  ties.data<float>()[5000 + 100] = std::nanf("");
+  ties.data<float>()[5000 + 4321] = std::nanf("");
+  std::vector<float> want = argmax(ties, 1).to_vector();
+  CHECK(want == std::vector<float>{700, 4321});
+  CHECK(argmax(ties.to(Device::cuda()), 1).cpu().to_vector() == want);
 }
 
 TEST_CASE("softmax, log-softmax and cross-entropy") {
