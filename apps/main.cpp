@@ -214,8 +214,10 @@ int main(int argc, char** argv) {
   train_cmd
       ->add_option("--sync", o.sync,
                    "step (all-reduce every step's gradients), local:H (average the parameters "
-                   "every H steps) or diloco:H (an outer Nesterov step on the averaged "
-                   "pseudo-gradient every H steps); the compressor carries what is averaged")
+                   "every H steps), diloco:H (an outer Nesterov step on the averaged "
+                   "pseudo-gradient every H steps) or diloco:H:fragments=F[:mix=A] (streaming: "
+                   "one of F fragments every H/F steps, its all-reduce overlapped with the next "
+                   "steps); the compressor carries what is averaged")
       ->capture_default_str();
   train_cmd->add_option("--sync-warmup", o.sync_warmup, "synchronous steps before local ones")
       ->capture_default_str();

@@ -1,5 +1,7 @@
 #include "apps/outer_sync.h"
 
+#include <cmath>
+
 #include "core/autograd.h"
 #include "core/ops.h"
 
@@ -8,26 +10,58 @@ namespace pac {
 SyncOptions parse_sync(const std::string& spec) {
   SyncOptions o;
   if (spec == "step") return o;
-  const auto colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  PAC_CHECK((kind == "local" || kind == "diloco") && colon != std::string::npos,
-            "--sync '{}' is not known; expected step, local:H or diloco:H (H: steps between "
-            "synchronisations)",
-            spec);
-  try {
-    size_t end = 0;
-    o.every = std::stoll(spec.substr(colon + 1), &end);
-    PAC_CHECK(end == spec.size() - colon - 1, "");
-  } catch (const std::exception&) {
-    PAC_FAIL("--sync '{}': H must be a whole number of steps", spec);
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t colon = spec.find(':', start);
+    parts.push_back(spec.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
   }
+  const std::string& kind = parts[0];
+  PAC_CHECK((kind == "local" || kind == "diloco") && parts.size() >= 2,
+            "--sync '{}' is not known; expected step, local:H, diloco:H or "
+            "diloco:H:fragments=F[:mix=A] (H: steps between synchronisations)",
+            spec);
+  auto number = [&](const std::string& text, const char* what) {
+    try {
+      size_t end = 0;
+      double v = std::stod(text, &end);
+      PAC_CHECK(end == text.size(), "");
+      return v;
+    } catch (const std::exception&) {
+      PAC_FAIL("--sync '{}': {} must be a number, got '{}'", spec, what, text);
+    }
+  };
+  const double every = number(parts[1], "H");
+  PAC_CHECK(every == std::floor(every), "--sync '{}': H must be a whole number of steps", spec);
+  o.every = static_cast<int64_t>(every);
   PAC_CHECK(o.every >= 1, "--sync '{}': H must be at least 1", spec);
+  bool mix_given = false;
+  for (size_t i = 2; i < parts.size(); ++i) {
+    const auto eq = parts[i].find('=');
+    const std::string key = parts[i].substr(0, eq);
+    PAC_CHECK(kind == "diloco" && eq != std::string::npos && (key == "fragments" || key == "mix"),
+              "--sync '{}': '{}' is not an option here; diloco:H takes fragments=F and mix=A", spec,
+              parts[i]);
+    const double v = number(parts[i].substr(eq + 1), key.c_str());
+    if (key == "fragments") {
+      PAC_CHECK(v >= 1 && v == std::floor(v) && o.every % static_cast<int64_t>(v) == 0,
+                "--sync '{}': fragments must be a whole number from 1 that divides H", spec);
+      o.fragments = static_cast<int64_t>(v);
+    } else {
+      PAC_CHECK(v >= 0.0 && v <= 1.0, "--sync '{}': mix must be in [0, 1]", spec);
+      o.mix = static_cast<float>(v);
+      mix_given = true;
+    }
+  }
+  PAC_CHECK(!mix_given || o.fragments > 0, "--sync '{}': mix applies with fragments=F", spec);
   o.kind = kind;
   return o;
 }
 
 OuterSync::OuterSync(nn::Module& model, comm::Reducer& reducer, comm::ProcessGroupPtr group,
-                     const SyncOptions& options)
+                     const SyncOptions& options,
+                     std::unique_ptr<comm::Compressor> stream_compressor)
     : model_(model),
       reducer_(reducer),
       group_(std::move(group)),
@@ -46,6 +80,12 @@ OuterSync::OuterSync(nn::Module& model, comm::Reducer& reducer, comm::ProcessGro
                           0.0f, 0.0f, diloco && options.outer_momentum > 0.0f};
   outer_ = std::make_unique<optim::Sgd>(params_, outer);
   for (const auto& [name, p] : params_) anchor_.push_back(p->data().clone());
+  if (options.fragments > 0) {
+    PAC_CHECK(diloco, "OuterSync: fragments apply to diloco");
+    stream_ = std::make_unique<StreamingDiLoCo>(
+        params_, anchor_, group_, std::move(stream_compressor), options.every, options.fragments,
+        options.outer_lr, options.outer_momentum, options.mix);
+  }
 }
 
 bool OuterSync::begin_step(int64_t step) {
@@ -60,7 +100,12 @@ bool OuterSync::begin_step(int64_t step) {
 }
 
 bool OuterSync::due(int64_t steps_done) const {
-  return pending_ > 0 && (steps_done - options_.warmup) % options_.every == 0;
+  return !stream_ && pending_ > 0 && (steps_done - options_.warmup) % options_.every == 0;
+}
+
+comm::ReducerStepStats OuterSync::after_local_step(int64_t steps_done) {
+  if (!stream_ || pending_ == 0) return {};
+  return stream_->step(steps_done - options_.warmup);
 }
 
 void OuterSync::masks_changed() {
@@ -70,17 +115,26 @@ void OuterSync::masks_changed() {
 StateDict OuterSync::state() const {
   PAC_CHECK(pending_ == 0, "OuterSync: state() taken {} local steps after a synchronisation",
             pending_);
-  return outer_->state();
+  return stream_ ? stream_->state() : outer_->state();
 }
 
 void OuterSync::load_state(const StateDict& state) {
-  outer_->load_state(state);
+  if (stream_)
+    stream_->load_state(state);
+  else
+    outer_->load_state(state);
   for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].second->data());
   pending_ = 0;
 }
 
 comm::ReducerStepStats OuterSync::synchronise() {
   NoGradGuard no_grad;
+  if (stream_) {
+    comm::ReducerStepStats stats = stream_->synchronise_all();
+    average_buffers();
+    pending_ = 0;
+    return stats;
+  }
   reducer_.set_paused(false);
   // The pseudo-gradient, anchor - local, into each gradient (compact where a mask is: the same
   // kept entries on every rank, zero elsewhere).
@@ -105,15 +159,18 @@ comm::ReducerStepStats OuterSync::synchronise() {
   }
   outer_->step();
   for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].second->data());
-  if (group_->size() > 1) {
-    std::vector<comm::WorkPtr> pending;
-    for (auto& [name, b] : model_.named_buffers()) {
-      if (b.dtype() == DType::f32) pending.push_back(group_->all_reduce(b, comm::ReduceOp::avg));
-    }
-    for (auto& w : pending) w->wait();
-  }
+  average_buffers();
   pending_ = 0;
   return stats;
+}
+
+void OuterSync::average_buffers() {
+  if (group_->size() == 1) return;
+  std::vector<comm::WorkPtr> pending;
+  for (auto& [name, b] : model_.named_buffers()) {
+    if (b.dtype() == DType::f32) pending.push_back(group_->all_reduce(b, comm::ReduceOp::avg));
+  }
+  for (auto& w : pending) w->wait();
 }
 
 }  // namespace pac

@@ -11,12 +11,16 @@
 // entries on every rank, so pactrain sends only the kept ones (ternary-coded with error feedback
 // if asked): fewer synchronisations, times fewer values, times fewer bits. Buffers (batch-norm
 // statistics) are averaged at every synchronisation.
+//   diloco:H:fragments=F[:mix=A]
+//             Streaming DiLoCo (streaming_diloco.h): one of F fragments every H/F steps, its
+//             all-reduce overlapped with the inner steps that follow, mixed in with weight A.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/streaming_diloco.h"
 #include "comm/reducer.h"
 #include "optim/sgd.h"
 
@@ -27,22 +31,30 @@ struct SyncOptions {
   int64_t every = 1;                             // H: inner steps between synchronisations
   int64_t warmup = 0;                            // synchronous steps before the first local one
   float outer_lr = 0.7f, outer_momentum = 0.9f;  // diloco's outer SGD (Nesterov)
+  int64_t fragments = 0;                         // > 0: streaming DiLoCo with F fragments
+  float mix = 0.5f;  // streaming: the weight of a rank's own values against the global ones
 };
 
-// "step", "local:H" or "diloco:H"; a clear error for anything else.
+// "step", "local:H", "diloco:H" or "diloco:H:fragments=F[:mix=A]"; a clear error for anything
+// else.
 SyncOptions parse_sync(const std::string& spec);
 
 class OuterSync {
  public:
-  // Call once the ranks' parameters are identical (after the Reducer is built).
+  // Call once the ranks' parameters are identical (after the Reducer is built). Streaming
+  // DiLoCo needs `stream_compressor`, an instance of its own of the run's compressor.
   OuterSync(nn::Module& model, comm::Reducer& reducer, comm::ProcessGroupPtr group,
-            const SyncOptions& options);
+            const SyncOptions& options,
+            std::unique_ptr<comm::Compressor> stream_compressor = nullptr);
 
   // Whether training step `step` (0-based) runs on this rank alone. Pauses or resumes the
   // Reducer to match; at the end of the warm-up it takes the anchor.
   bool begin_step(int64_t step);
-  // After a local step: whether `steps_done` ends a period.
+  // After a local step: whether `steps_done` ends a period (never when streaming: its fragments
+  // take their turns in after_local_step()).
   bool due(int64_t steps_done) const;
+  // Streaming only: after a local step, a fragment's turn when one is due (nothing otherwise).
+  comm::ReducerStepStats after_local_step(int64_t steps_done);
   // Synchronises now (the end of a period, or of an epoch, so that the model evaluated is the
   // ranks' common one). Returns what the all-reduce of the pseudo-gradient cost.
   comm::ReducerStepStats synchronise();
@@ -56,6 +68,8 @@ class OuterSync {
   // Restores state() on a model whose parameters are those of that synchronisation.
   void load_state(const StateDict& state);
   const SyncOptions& options() const { return options_; }
+  // The streaming part (null unless fragments were asked for).
+  const StreamingDiLoCo* streaming() const { return stream_.get(); }
 
  private:
   nn::Module& model_;
@@ -65,7 +79,11 @@ class OuterSync {
   optim::NamedParameters params_;
   std::vector<Tensor> anchor_;  // the parameters at the last synchronisation
   std::unique_ptr<optim::Sgd> outer_;
+  std::unique_ptr<StreamingDiLoCo> stream_;
   int64_t pending_ = 0;
+
+  // Batch-norm statistics and other f32 buffers, averaged over the ranks.
+  void average_buffers();
 };
 
 }  // namespace pac

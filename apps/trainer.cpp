@@ -178,7 +178,10 @@ TrainResult train(const TrainOptions& o) {
     sync_options.warmup = o.sync_warmup;
     sync_options.outer_lr = o.outer_lr;
     sync_options.outer_momentum = o.outer_momentum;
-    outer = std::make_unique<OuterSync>(*model, *reducer, group, sync_options);
+    outer = std::make_unique<OuterSync>(*model, *reducer, group, sync_options,
+                                        sync_options.fragments > 0
+                                            ? comm::make_compressor(o.compress, o.compress_options)
+                                            : nullptr);
   }
   prune::ReportOptions report_options{
       models::example_input_shape(config),
@@ -214,8 +217,11 @@ TrainResult train(const TrainOptions& o) {
   // Under local SGD and DiLoCo each rank's optimizer has its own state, and the outer optimizer
   // its momentum: every checkpoint step is a synchronisation, after which these and the
   // parameters are all a resumed run needs.
-  const std::string sync_name =
-      outer ? fmt::format("{}:{}", sync_options.kind, sync_options.every) : "step";
+  const std::string sync_name = !outer ? "step"
+                                : sync_options.fragments > 0
+                                    ? fmt::format("{}:{}:fragments={}", sync_options.kind,
+                                                  sync_options.every, sync_options.fragments)
+                                    : fmt::format("{}:{}", sync_options.kind, sync_options.every);
   if (!o.resume.empty()) {
     StateDict sync_state = restore_run_state(loaded_run, o.resume, *group, reducer.get(),
                                              o.compress, pruner.get(), sync_name);
@@ -343,6 +349,11 @@ TrainResult train(const TrainOptions& o) {
           train_step(*model, params, *optimizer, local ? nullptr : reducer.get(), batch, settings);
       const float value = outcome.loss;
       comm::ReducerStepStats comm_stats = outcome.comm;
+      if (local) {
+        // Streaming DiLoCo: a fragment's turn, its all-reduce left running behind the next steps.
+        comm::ReducerStepStats turn = outer->after_local_step(position.step + 1);
+        comm_stats.bytes_sent += turn.bytes_sent;
+      }
       // The end of a period, of an epoch (so that the model evaluated is the ranks' common one),
       // a checkpoint step or the run: the ranks agree again.
       double outer_s = 0.0;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Resuming runs that synchronise every H steps (--sync local:H and diloco:H) on 2 ranks. Between
-# synchronisations each rank's optimizer has its own state, and DiLoCo's outer optimizer has its
-# momentum; both are in the checkpoint, so a run that dies after a checkpoint and is resumed must
-# end with a checkpoint byte for byte the same as the run trained straight through. Checkpoints
-# (every 5 steps) fall inside the periods (H = 3): each is a synchronisation of its own. A run
-# with another --sync mode must refuse the checkpoint.
+# Resuming runs that synchronise every H steps (--sync local:H, diloco:H and streaming
+# diloco:H:fragments=F) on 2 ranks. Between synchronisations each rank's optimizer has its own
+# state, DiLoCo's outer optimizer has its momentum (one per fragment when streaming) and the
+# compressor of the streamed all-reduces its residuals; all are in the checkpoint, so a run that
+# dies after a checkpoint and is resumed must end with a checkpoint byte for byte the same as the
+# run trained straight through. Checkpoints (every 5 steps) fall inside the periods: each is a
+# synchronisation of its own. A run with another --sync mode must refuse the checkpoint.
 # Usage: tests/mpi_sync_resume.sh PACTRAIN MPIEXEC
 set -uo pipefail
 pactrain="$1" mpiexec="$2"
@@ -57,6 +58,10 @@ check() {
 # pseudo-gradient pactrain codes ternary with error feedback (each rank's own residuals).
 check diloco diloco:3 --optimizer adamw --lr 0.003 --prune magnitude --sparsity 0.5 \
   --prune-schedule oneshot:0 --compress pactrain --compress-opt enc=ternary
+# Streaming DiLoCo: two fragments taking turns every 2 steps, an all-reduce in flight at the
+# checkpoint steps' turns; pactrain fp32 on the pruned pseudo-gradient.
+check streaming diloco:4:fragments=2 --prune magnitude --sparsity 0.5 --prune-schedule oneshot:0 \
+  --compress pactrain
 # Post-local SGD with Nesterov momentum, after two synchronous steps.
 check local local:3 --momentum 0.9 --nesterov --sync-warmup 2
 

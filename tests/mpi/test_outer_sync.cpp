@@ -52,9 +52,73 @@ SyncOptions sync(const std::string& spec) {
 TEST_CASE("--sync is parsed, and a bad one refused") {
   CHECK(parse_sync("step").kind == "step");
   CHECK(parse_sync("diloco:32").every == 32);
-  CHECK_THROWS_WITH_AS(parse_sync("diloco"), doctest::Contains("expected step, local:H or"), Error);
+  CHECK_THROWS_WITH_AS(parse_sync("diloco"),
+                       doctest::Contains("expected step, local:H, diloco:H or"), Error);
   CHECK_THROWS_WITH_AS(parse_sync("local:0"), doctest::Contains("H must be at least 1"), Error);
-  CHECK_THROWS_WITH_AS(parse_sync("local:4x"), doctest::Contains("whole number"), Error);
+  CHECK_THROWS_WITH_AS(parse_sync("local:4x"), doctest::Contains("must be a number"), Error);
+  SyncOptions streaming = parse_sync("diloco:8:fragments=4:mix=0.25");
+  CHECK(streaming.every == 8);
+  CHECK(streaming.fragments == 4);
+  CHECK(streaming.mix == 0.25f);
+  CHECK(parse_sync("diloco:8:fragments=2").mix == 0.5f);
+  CHECK_THROWS_WITH_AS(parse_sync("diloco:8:fragments=3"), doctest::Contains("divides H"), Error);
+  CHECK_THROWS_WITH_AS(parse_sync("local:8:fragments=2"), doctest::Contains("not an option"),
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_sync("diloco:8:mix=0.5"), doctest::Contains("mix applies with"),
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_sync("diloco:8:fragments=2:mix=2"), doctest::Contains("[0, 1]"),
+                       Error);
+}
+
+TEST_CASE(
+    "streaming DiLoCo: fragments take turns, each all-reduce lands one turn later, and a full "
+    "synchronisation leaves every rank the same") {
+  for (const std::string compressor : {"dense", "pactrain"}) {
+    CAPTURE(compressor);
+    auto model = small_model(34);
+    uint64_t seed = 70;  // the same masks on every rank
+    for (auto& [name, p] : model->named_parameters())
+      if (p->shape().size() == 2) p->set_mask(Generator(seed++).bernoulli(p->shape(), 0.5f));
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor(compressor, {}));
+    optim::Sgd sgd(model->named_parameters(), {0.1f, 0.0f});
+    // Outer SGD with learning rate 1 and no momentum, mix 0: a fragment's turn replaces its
+    // values with the ranks' average of what they were when its all-reduce started.
+    SyncOptions options = parse_sync("diloco:4:fragments=2:mix=0");
+    options.outer_lr = 1.0f;
+    options.outer_momentum = 0.0f;
+    OuterSync outer(*model, reducer, world_ptr(), options, comm::make_compressor(compressor, {}));
+    const StreamingDiLoCo& stream = *outer.streaming();
+    REQUIRE(stream.fragments() == 2);
+    auto named = model->named_parameters();
+    std::vector<std::vector<double>> launched;  // the average when fragment 0's turn began
+    for (int64_t step = 0; step < 4; ++step) {
+      REQUIRE(outer.begin_step(step));
+      local_step(*model, sgd, 90 + step);
+      CHECK_FALSE(outer.due(step + 1));
+      if (step == 1) launched = averaged(*model);
+      std::vector<std::vector<float>> before;
+      for (const auto& [name, p] : named) before.push_back(p->data().to_vector());
+      comm::ReducerStepStats turn = outer.after_local_step(step + 1);
+      CHECK((turn.bytes_sent > 0) == (step == 1 || step == 3));  // a turn every H/F = 2 steps
+      for (size_t i = 0; i < named.size(); ++i) {
+        CAPTURE(named[i].first);
+        auto now = named[i].second->data().to_vector();
+        // Only fragment 0's values change, and only at step 4, when its all-reduce lands.
+        if (step == 3 && stream.fragment_of(i) == 0) {
+          CHECK(identical_on_every_rank(named[i].second->data()));
+          for (size_t j = 0; j < now.size(); ++j)
+            REQUIRE(now[j] == doctest::Approx(launched[i][j]).epsilon(1e-5));
+        } else {
+          CHECK(now == before[i]);
+        }
+      }
+    }
+    outer.synchronise();
+    for (const auto& [name, p] : named) {
+      CAPTURE(name);
+      CHECK(identical_on_every_rank(p->data()));
+    }
+  }
 }
 
 TEST_CASE("local SGD: local steps send nothing; a synchronisation averages the parameters") {
