@@ -12,7 +12,8 @@
 #        global ranking), with -levelsL (--compress-opt levels=L: codes in -L..L) or -noef
 #        (ternary without error feedback, fresh scales) after any t80 run;
 #        torch-nano-2 (the peer under DDP, 2 ranks); nano-2-localH and
-#        nano-2-dilocoH (2 ranks, dense, synchronising every H steps: docs/local-sgd.md; evaluated
+#        nano-2-dilocoH (2 ranks, dense, synchronising every H steps: docs/local-sgd.md; with -fF
+#        streaming DiLoCo in F fragments; evaluated
 #        at the end only, as the ranks' models differ between synchronisations); --table prints
 #        the table.
 #   Default: nano torch-nano nano-2 nano-2-t80.
@@ -56,7 +57,12 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     nano-2) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" \
               --metrics "$out/$run.jsonl" ;;
     nano-2-local[0-9]* | nano-2-diloco[0-9]*)
-      sync="${run#nano-2-}" sync="${sync%%[0-9]*}:${sync##*[a-z]}"
+      sync="${run#nano-2-}" fragments=""
+      # nano-2-diloco32-f4: streaming, 4 fragments.
+      if [[ "$sync" =~ ^(diloco[0-9]+)-f([0-9]+)$ ]]; then
+        sync="${BASH_REMATCH[1]}" fragments=":fragments=${BASH_REMATCH[2]}"
+      fi
+      sync="${sync%%[0-9]*}:${sync##*[a-z]}$fragments"
       mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --sync "$sync" \
         --metrics "$out/$run.jsonl" ;;
     nano-2-p80 | nano-2-p80-layer | nano-2-t80 | nano-2-t80-layer | nano-2-t80*-levels[0-9]* | \
