@@ -1,6 +1,7 @@
 #include "apps/streaming_diloco.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -58,12 +59,16 @@ StreamingDiLoCo::StreamingDiLoCo(const optim::NamedParameters& params, std::vect
 }
 
 StreamingDiLoCo::~StreamingDiLoCo() {
-  // Work still queued refers to the buckets: let it finish before they go.
+  // Work still queued refers to the buckets: let it finish before they go. This runs only when
+  // the run is already ending on an error (a finished run synchronises everything first), so a
+  // second error from this wait is reported on stderr and the first one goes on up.
   if (!in_flight_) return;
   for (auto& w : in_flight_->work) {
     try {
       w->wait();
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "streaming DiLoCo: the all-reduce in flight failed too: %s\n",
+                   e.what());
     }
   }
 }

@@ -349,23 +349,30 @@ TrainResult train(const TrainOptions& o) {
           train_step(*model, params, *optimizer, local ? nullptr : reducer.get(), batch, settings);
       const float value = outcome.loss;
       comm::ReducerStepStats comm_stats = outcome.comm;
+      double outer_s = 0.0;
       if (local) {
-        // Streaming DiLoCo: a fragment's turn, its all-reduce left running behind the next steps.
+        // Streaming DiLoCo: a fragment's turn, its all-reduce left running behind the next steps;
+        // what the turn waits for the one in flight is its exposed communication.
+        auto turn_start = Clock::now();
         comm::ReducerStepStats turn = outer->after_local_step(position.step + 1);
-        comm_stats.bytes_sent += turn.bytes_sent;
+        if (turn.bytes_sent > 0) {
+          outer_s = seconds_since(turn_start);
+          comm_stats.bytes_sent += turn.bytes_sent;
+          comm_stats.comm_exposed_s += outer_s;
+        }
       }
       // The end of a period, of an epoch (so that the model evaluated is the ranks' common one),
       // a checkpoint step or the run: the ranks agree again.
-      double outer_s = 0.0;
       if (outer && outer->pending() > 0 &&
           (outer->due(position.step + 1) || b + 1 == batches || position.step + 1 == total_steps ||
            (checkpointing && (position.step + 1) % o.checkpoint_every == 0))) {
         auto outer_start = Clock::now();
         comm::ReducerStepStats synced = outer->synchronise();
-        outer_s = seconds_since(outer_start);
+        const double synchronised_s = seconds_since(outer_start);
+        outer_s += synchronised_s;
         comm_stats.bytes_sent += synced.bytes_sent;
         comm_stats.codec_s += synced.codec_s;
-        comm_stats.comm_exposed_s += outer_s - synced.codec_s;
+        comm_stats.comm_exposed_s += synchronised_s - synced.codec_s;
       }
       const bool skip = outcome.skipped;
       if (reducer && pruned.pruned && !quiet && !show_bar) {
