@@ -103,8 +103,12 @@ bool OuterSync::due(int64_t steps_done) const {
   return !stream_ && pending_ > 0 && (steps_done - options_.warmup) % options_.every == 0;
 }
 
+bool OuterSync::turn_due(int64_t steps_done) const {
+  return stream_ && pending_ > 0 && stream_->turn(steps_done - options_.warmup);
+}
+
 comm::ReducerStepStats OuterSync::after_local_step(int64_t steps_done) {
-  if (!stream_ || pending_ == 0) return {};
+  if (!turn_due(steps_done)) return {};
   return stream_->step(steps_done - options_.warmup);
 }
 

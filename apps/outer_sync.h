@@ -54,6 +54,7 @@ class OuterSync {
   // take their turns in after_local_step()).
   bool due(int64_t steps_done) const;
   // Streaming only: after a local step, a fragment's turn when one is due (nothing otherwise).
+  bool turn_due(int64_t steps_done) const;
   comm::ReducerStepStats after_local_step(int64_t steps_done);
   // Synchronises now (the end of a period, or of an epoch, so that the model evaluated is the
   // ranks' common one). Returns what the all-reduce of the pseudo-gradient cost.

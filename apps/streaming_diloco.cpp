@@ -67,8 +67,7 @@ StreamingDiLoCo::~StreamingDiLoCo() {
     try {
       w->wait();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "streaming DiLoCo: the all-reduce in flight failed too: %s\n",
-                   e.what());
+      std::fprintf(stderr, "streaming DiLoCo: the all-reduce in flight failed too: %s\n", e.what());
     }
   }
 }
@@ -176,7 +175,7 @@ void StreamingDiLoCo::apply(bool merge) {
 
 comm::ReducerStepStats StreamingDiLoCo::step(int64_t local_steps) {
   comm::ReducerStepStats stats;
-  if (local_steps <= 0 || local_steps % interval_ != 0) return stats;
+  if (!turn(local_steps)) return stats;
   if (in_flight_) apply(true);
   launch(next_);
   next_ = (next_ + 1) % fragments_.size();

@@ -40,6 +40,8 @@ class StreamingDiLoCo {
   // so that every rank holds the same parameters (for evaluation and checkpoints).
   comm::ReducerStepStats synchronise_all();
   int64_t fragments() const { return static_cast<int64_t>(fragments_.size()); }
+  // Whether step(local_steps) is a turn.
+  bool turn(int64_t local_steps) const { return local_steps > 0 && local_steps % interval_ == 0; }
   // Which fragment parameter i belongs to.
   int64_t fragment_of(size_t i) const;
 

@@ -350,16 +350,14 @@ TrainResult train(const TrainOptions& o) {
       const float value = outcome.loss;
       comm::ReducerStepStats comm_stats = outcome.comm;
       double outer_s = 0.0;
-      if (local) {
+      if (local && outer->turn_due(position.step + 1)) {
         // Streaming DiLoCo: a fragment's turn, its all-reduce left running behind the next steps;
         // what the turn waits for the one in flight is its exposed communication.
         auto turn_start = Clock::now();
         comm::ReducerStepStats turn = outer->after_local_step(position.step + 1);
-        if (turn.bytes_sent > 0) {
-          outer_s = seconds_since(turn_start);
-          comm_stats.bytes_sent += turn.bytes_sent;
-          comm_stats.comm_exposed_s += outer_s;
-        }
+        outer_s = seconds_since(turn_start);
+        comm_stats.bytes_sent += turn.bytes_sent;
+        comm_stats.comm_exposed_s += outer_s;
       }
       // The end of a period, of an epoch (so that the model evaluated is the ranks' common one),
       // a checkpoint step or the run: the ranks agree again.
