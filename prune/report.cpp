@@ -29,15 +29,22 @@ int64_t uses_per_sample(const std::string& name, std::map<std::string, nn::Modul
   std::string module_name = dot == std::string::npos ? "" : name.substr(0, dot);
   std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
   auto m = modules.find(module_name);
+  if (m == modules.end()) return -1;
+  if (dynamic_cast<nn::MultiHeadAttention*>(m->second) && leaf == "in_proj_weight") {
+    // Once per token, as its out_proj: that one's output is recorded even where a block calls
+    // the attention directly (a GPT's cached forward), which leaves the attention's own unseen.
+    auto projected = outputs.find(module_name + ".out_proj");
+    if (projected == outputs.end()) projected = outputs.find(module_name);
+    if (projected == outputs.end()) return -1;
+    return shape_numel(projected->second) / projected->second.back();
+  }
   auto out = outputs.find(module_name);
-  if (m == modules.end() || out == outputs.end()) return -1;
+  if (out == outputs.end()) return -1;
   const Shape& s = out->second;
   int64_t numel = shape_numel(s);
   if (dynamic_cast<nn::Conv2d*>(m->second) && leaf == "weight" && s.size() == 4)
     return numel / s[1];
-  if ((dynamic_cast<nn::Linear*>(m->second) && leaf == "weight") ||
-      (dynamic_cast<nn::MultiHeadAttention*>(m->second) && leaf == "in_proj_weight"))
-    return numel / s.back();
+  if (dynamic_cast<nn::Linear*>(m->second) && leaf == "weight") return numel / s.back();
   return -1;
 }
 

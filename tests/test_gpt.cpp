@@ -14,6 +14,7 @@
 #include "layers/attention.h"
 #include "optim/adamw.h"
 #include "prune/pruner.h"
+#include "prune/report.h"
 
 using namespace pac;
 
@@ -245,4 +246,16 @@ TEST_CASE("attention dropout drops attention weights while training only, and ke
   for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(mean[i] - want[i]) < 0.25);
   CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(8, 2, true, 1.0f),
                        doctest::Contains("dropout must be in [0, 1)"), Error);
+}
+
+TEST_CASE("prune-report counts the attention in-projection's FLOPs once per token") {
+  models::ModelConfig c{"gpt-nano"};
+  c.vocab_size = 65;
+  auto model = models::make_model(c);
+  prune::ReportOptions report{models::example_input_shape(c), 25.0, 1.0, "fp32", 2};
+  const std::string text = prune::prune_report(*model, report);
+  // [384, 128] weights at 64 tokens: 2 x 49,152 x 64 = 6.29 MFLOP.
+  const size_t line = text.find("h.0.attn.in_proj_weight");
+  REQUIRE(line != std::string::npos);
+  CHECK(text.substr(line, text.find('\n', line) - line).find("6.29") != std::string::npos);
 }
