@@ -115,7 +115,9 @@ struct Plan {
   int64_t count = 0;     // values in the bucket
   Encoding encoding = Encoding::fp32;
   Tensor wire;  // bf16 or f16 [K], or ternary's TernaryWire of the coded values; unused for fp32
-  TernaryWire layout;  // ternary: how the codes are laid out in `wire`
+  TernaryWire layout;          // ternary: how the codes are laid out in `wire`
+  int64_t prepare_chunks = 1;  // GPU: blocks per weight in the first pass
+  Tensor prepare_scratch;      // GPU: their partial maxima and sums of squares
   // Ternary only. The weights' values are coded, the 1-D parameters' values sent in fp32.
   Tensor coded;          // i32 [C]: bucket positions of the coded values
   Tensor plain;          // i32 [P]: bucket positions of the fp32 values
@@ -338,6 +340,13 @@ class Pactrain : public Compressor {
     plan.plain_values = Tensor::zeros({plan.plain.numel()}, DType::f32, device);
     plan.begin = Tensor::from_indices(plan.entry_begin, {weights + 1}).to(device);
     plan.scale = Tensor::zeros({weights}, DType::f32, device);
+    if (!device.is_cpu()) {
+      int64_t largest = 0;
+      for (int64_t w = 0; w < weights; ++w)
+        largest = std::max(largest, plan.entry_begin[w + 1] - plan.entry_begin[w]);
+      plan.prepare_chunks = gpu::ternary_prepare_chunks(largest);
+      plan.prepare_scratch = Tensor::zeros({2 * weights * plan.prepare_chunks}, DType::f32, device);
+    }
     plan.next_scale = Tensor::zeros({weights}, DType::f32, device);
     // GPU buckets travel over NCCL, which has no 16-bit integer type.
     plan.layout = ternary_wire(world, levels_, /*int16=*/device.is_cpu());
@@ -408,7 +417,8 @@ class Pactrain : public Compressor {
     timed([&] {
       if (bucket.flat.is_cuda()) {
         gpu::ternary_prepare(g, coded, r, plan.values.data<float>(), plan.begin.data<int64_t>(),
-                             plan.scale.numel(), clip_, maxima.data<float>());
+                             plan.scale.numel(), plan.prepare_chunks, clip_, maxima.data<float>(),
+                             plan.prepare_scratch.data<float>());
         gpu::gather_scaled(g, plain, plan.plain.numel(), inv_world, plan.plain_values.raw_data(),
                            DType::f32);
         return;

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -65,14 +67,17 @@ __device__ inline float uniform_at(uint64_t seed, int64_t j) {
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
-// One block per parameter: e over its values, then the block's maximum of |e|.
+// Block (c, p): chunk c of parameter p's values; e over them, then the chunk's maximum of |e|
+// and sum of e^2 into partial[(p * chunks + c) * 2 + {0, 1}].
 __global__ void ternary_prepare_kernel(const float* g, const int32_t* positions,
                                        const float* residual, float* e, const int64_t* begin,
-                                       float clip, float* maxima) {
+                                       float* partial) {
   __shared__ float scratch[32];
-  int64_t p = blockIdx.x;
+  const int64_t p = blockIdx.y, c = blockIdx.x, chunks = gridDim.x;
+  const int64_t n = begin[p + 1] - begin[p], length = (n + chunks - 1) / chunks;
+  const int64_t first = begin[p] + c * length, end = min(begin[p + 1], first + length);
   float m = 0.0f, squares = 0.0f;
-  for (int64_t j = begin[p] + threadIdx.x; j < begin[p + 1]; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x) {
     float v = g[at(positions, j)] + (residual != nullptr ? residual[j] : 0.0f);
     e[j] = v;
     m = fmaxf(m, fabsf(v));
@@ -80,19 +85,41 @@ __global__ void ternary_prepare_kernel(const float* g, const int32_t* positions,
   }
   m = block_max(m, scratch);
   squares = block_sum(squares, scratch);
-  const int64_t n = begin[p + 1] - begin[p];
-  if (threadIdx.x == 0)
-    maxima[p] = clip > 0.0f && n > 0 ? fminf(m, clip * sqrtf(squares / static_cast<float>(n))) : m;
+  if (threadIdx.x == 0) {
+    partial[(p * chunks + c) * 2] = m;
+    partial[(p * chunks + c) * 2 + 1] = squares;
+  }
 }
 
 }  // namespace
 
+int64_t ternary_prepare_chunks(int64_t largest) {
+  // About 16k values a block, at most 64 blocks a parameter: a large layer fills the GPU, and the
+  // combining pass stays short.
+  return std::max<int64_t>(1, std::min<int64_t>(64, (largest + 16383) / 16384));
+}
+
 void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
-                     const int64_t* begin, int64_t parameters, float clip, float* maxima) {
+                     const int64_t* begin, int64_t parameters, int64_t chunks, float clip,
+                     float* maxima, float* scratch) {
   if (parameters == 0) return;
-  ternary_prepare_kernel<<<static_cast<unsigned>(parameters), 256, 0, compute_stream()>>>(
-      g, positions, residual, e, begin, clip, maxima);
+  PAC_CHECK(parameters <= 65535 && chunks >= 1 && chunks <= 65535,
+            "ternary_prepare: {} weights in {} chunks; a launch takes at most 65535 of each",
+            parameters, chunks);
+  dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(parameters));
+  ternary_prepare_kernel<<<grid, 256, 0, compute_stream()>>>(g, positions, residual, e, begin,
+                                                             scratch);
   PAC_CUDA_LAUNCH_CHECK();
+  // One thread per parameter combines its chunks, always in the same order.
+  for_each(parameters, [=] __device__(int64_t p) {
+    float m = 0.0f, squares = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      m = fmaxf(m, scratch[(p * chunks + c) * 2]);
+      squares += scratch[(p * chunks + c) * 2 + 1];
+    }
+    const int64_t n = begin[p + 1] - begin[p];
+    maxima[p] = clip > 0.0f && n > 0 ? fminf(m, clip * sqrtf(squares / static_cast<float>(n))) : m;
+  });
 }
 
 void ternary_encode(const float* e, const float* scale, const int64_t* begin, int64_t parameters,

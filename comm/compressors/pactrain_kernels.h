@@ -25,9 +25,14 @@ void gather_scaled(const float* g, const int32_t* positions, int64_t k, float sc
                    DType out_dtype);
 // e[j] = g[positions[j]] (+ residual[j] when residual is not null), and per parameter p (values
 // begin[p] .. begin[p + 1]) maxima[p] = max |e| over its values, or, with clip > 0, at most
-// clip * (root mean square of its e).
+// clip * (root mean square of its e). Each parameter is split into ternary_prepare_chunks(its
+// largest count) blocks, whose partial maxima and sums of squares go to `scratch` (2 floats per
+// parameter and chunk) and are combined in a fixed order, so the result does not depend on
+// timing.
+int64_t ternary_prepare_chunks(int64_t largest);
 void ternary_prepare(const float* g, const int32_t* positions, const float* residual, float* e,
-                     const int64_t* begin, int64_t parameters, float clip, float* maxima);
+                     const int64_t* begin, int64_t parameters, int64_t chunks, float clip,
+                     float* maxima, float* scratch);
 // Codes t = stochastic_level(e, scale[p], levels, u) (stochastic_level.h; u a counter-based hash
 // of (seed, j)), writes t + levels into the wire, and residual[j] = e[j] - scale[p] / levels * t
 // when residual is not null.
@@ -46,8 +51,9 @@ void ternary_decode(const void* wire, TernaryLayout layout, int world, const flo
 [[noreturn]] inline void gather_scaled(const float*, const int32_t*, int64_t, float, void*, DType) {
   no_cuda();
 }
+inline int64_t ternary_prepare_chunks(int64_t) { return 1; }
 [[noreturn]] inline void ternary_prepare(const float*, const int32_t*, const float*, float*,
-                                         const int64_t*, int64_t, float, float*) {
+                                         const int64_t*, int64_t, int64_t, float, float*, float*) {
   no_cuda();
 }
 [[noreturn]] inline void ternary_encode(const float*, const float*, const int64_t*, int64_t,
