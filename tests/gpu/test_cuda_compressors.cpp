@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include "comm/compressor.h"
+#include "comm/compressors/pactrain_kernels.h"
+#include "comm/compressors/ternary_codec.h"
 #include "comm/reducer.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
@@ -55,6 +57,33 @@ std::vector<Tensor> step(Setup& s, int seed) {
   std::vector<Tensor> out;
   for (auto& p : s.model->parameters()) out.push_back(p->grad());
   return out;
+}
+
+TEST_CASE("ternary's first pass on the GPU: large weights in many blocks, the CPU's maxima") {
+  // Two weights, one large enough to be split over many blocks, and clipping on and off.
+  const std::vector<int64_t> begin = {0, 300000, 300500};
+  const int64_t n = begin.back();
+  Tensor g = Generator(7).randn({n}), residual = Generator(8).randn({n});
+  g.data<float>()[123456] = 40.0f;  // one outlier, which clipping cuts
+  Tensor g_gpu = g.to(Device::cuda()), r_gpu = residual.to(Device::cuda());
+  Tensor begin_gpu = Tensor::from_indices(begin, {3}).to(Device::cuda());
+  const int64_t chunks = comm::gpu::ternary_prepare_chunks(300000);
+  CHECK(chunks > 1);
+  for (float clip : {0.0f, 2.5f}) {
+    CAPTURE(clip);
+    std::vector<float> e(n), maxima(2);
+    comm::ternary_prepare(g.data<float>(), nullptr, residual.data<float>(), e.data(), begin, clip,
+                          maxima.data());
+    Tensor e_gpu = Tensor::zeros({n}, DType::f32, Device::cuda());
+    Tensor maxima_gpu = Tensor::zeros({2}, DType::f32, Device::cuda());
+    Tensor scratch = Tensor::zeros({2 * 2 * chunks}, DType::f32, Device::cuda());
+    comm::gpu::ternary_prepare(g_gpu.data<float>(), nullptr, r_gpu.data<float>(),
+                               e_gpu.data<float>(), begin_gpu.data<int64_t>(), 2, chunks, clip,
+                               maxima_gpu.data<float>(), scratch.data<float>());
+    CHECK(e_gpu.cpu().to_vector() == e);
+    std::vector<float> got = maxima_gpu.cpu().to_vector();
+    for (int p = 0; p < 2; ++p) CHECK(got[p] == doctest::Approx(maxima[p]).epsilon(1e-4));
+  }
 }
 
 TEST_CASE("pactrain's encode and decode on the GPU match the CPU in every plain encoding") {
