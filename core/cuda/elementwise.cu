@@ -177,6 +177,39 @@ __global__ void reduce_sum_kernel(const float* x, float* out, Reduction r, bool 
   if (threadIdx.x == 0) out[o] = accumulate ? out[o] + acc : acc;
 }
 
+// x as [rows, cols], summed over the rows (a bias's gradient): 32 neighbouring columns per block,
+// so a warp reads 32 neighbouring floats of a row at once, and 32 row groups whose partial sums a
+// fixed tree adds.
+__global__ void sum_rows_kernel(const float* x, float* out, int64_t rows, int64_t cols,
+                                bool accumulate) {
+  __shared__ float partial[32][33];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (c < cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += 32) acc += x[r * cols + c];
+  }
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = 16; half > 0; half /= 2) {
+    if (threadIdx.y < half)
+      partial[threadIdx.y][threadIdx.x] += partial[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols)
+    out[c] = accumulate ? out[c] + partial[0][threadIdx.x] : partial[0][threadIdx.x];
+}
+
+// Whether r sums leading dimensions onto the last, contiguous one: x is then [r.reduced, cols].
+bool is_rows_onto_last(const Reduction& r) {
+  if (r.kept_rank != 1 || r.kept_stride[0] != 1 || r.reduced_rank == 0) return false;
+  int64_t stride = r.kept_size[0];
+  for (int d = r.reduced_rank - 1; d >= 0; --d) {
+    if (r.reduced_stride[d] != stride) return false;
+    stride *= r.reduced_size[d];
+  }
+  return true;
+}
+
 __global__ void max_along_kernel(const float* x, float* out, int64_t* positions, int64_t size,
                                  int64_t inner, int64_t count) {
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -236,6 +269,14 @@ __global__ void max_along_block_kernel(const float* x, float* out, int64_t* posi
 
 void reduce_sum(const float* x, float* out, const Reduction& r, bool accumulate) {
   if (r.outputs == 0) return;
+  if (is_rows_onto_last(r) && r.reduced >= 64) {
+    // Reading down the columns one block per output would read with a stride of a whole row.
+    const int64_t cols = r.kept_size[0];
+    sum_rows_kernel<<<static_cast<unsigned>((cols + 31) / 32), dim3(32, 32), 0, compute_stream()>>>(
+        x, out, r.reduced, cols, accumulate);
+    PAC_CUDA_LAUNCH_CHECK();
+    return;
+  }
   // 32 to 512 threads: enough to cover the reduced elements without idle warps.
   int threads = 32;
   while (threads < 512 && threads < r.reduced) threads *= 2;

@@ -136,6 +136,12 @@ TEST_CASE("reductions: sum, mean, max, argmax") {
   check_against_cpu(
       "sum of many", {big}, [](const Inputs& t) { return sum(t[0], {1}); }, 1e-4);
   CHECK(argmax(x[0].to(Device::cuda()), 2).cpu().to_vector() == argmax(x[0], 2).to_vector());
+  // Leading dimensions summed onto the last (a bias's gradient) read along the rows.
+  check_against_cpu(
+      "sum of rows", {randn({300, 70}, 22)}, [](const Inputs& t) { return sum(t[0], {0}); }, 1e-4);
+  check_against_cpu(
+      "sum_to a bias", {randn({8, 40, 33}, 23)},
+      [](const Inputs& t) { return sum_to(t[0], Shape{33}); }, 1e-4);
   // Few outputs over a long dimension take one block each: the maximum of all 210,000 values,
   // a row's argmax over a vocabulary-sized dimension, ties (the first) and NaN (the last).
   check_against_cpu("max of many", {big}, [](const Inputs& t) { return max(t[0]); });
