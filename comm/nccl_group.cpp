@@ -7,7 +7,17 @@
 // communication stream wait for everything the compute stream has queued (the gradients being
 // produced), and Work::wait() makes the compute stream wait for the collective, without blocking
 // the host. A bucket's all-reduce thus overlaps the rest of backward on the GPU.
+//
+// Since no host thread waits for a collective, a watchdog thread does: it polls each queued
+// collective's completion event, and NCCL's asynchronous error state. A collective still running
+// after --comm-timeout (a peer died or hung), or an asynchronous NCCL error, ends the process
+// with the same kind of message as the MPI group's, after ncclCommAbort, so that mpirun stops the
+// job instead of every rank hanging.
+#include <chrono>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "comm/process_group.h"
 
@@ -89,7 +99,8 @@ class NcclGroup : public ProcessGroup {
  public:
   // The GPU check comes before the MPI group exists: a failed start must not finalize MPI.
   NcclGroup() : host_((require_gpu(), make_mpi_group())) {
-    cuda::set_device(host_->local_rank() % cuda_device_count());
+    device_ = host_->local_rank() % cuda_device_count();
+    cuda::set_device(device_);
     ncclUniqueId id{};
     if (host_->rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     Tensor id_bytes = Tensor::empty({static_cast<int64_t>(sizeof(id))}, DType::u8);
@@ -97,9 +108,21 @@ class NcclGroup : public ProcessGroup {
     host_->broadcast(id_bytes, 0)->wait();
     std::memcpy(&id, id_bytes.raw_data(), sizeof(id));
     NCCL_CHECK(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()));
+    watchdog_ = std::thread([this] { watch(); });
   }
   ~NcclGroup() override {
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      stopping_ = true;
+    }
+    watchdog_.join();
+    for (auto& q : queued_) cudaEventDestroy(q.done);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+
+  void set_timeout(double seconds) override {
+    ProcessGroup::set_timeout(seconds);
+    host_->set_timeout(seconds);
   }
 
   int rank() const override { return host_->rank(); }
@@ -112,7 +135,7 @@ class NcclGroup : public ProcessGroup {
   WorkPtr all_reduce(Tensor t, ReduceOp op) override {
     if (!t.is_cuda()) return host_->all_reduce(t, op);
     count_bytes("all_reduce", ring_bytes(t.nbytes()) * 2);
-    return launch({t}, [&](cudaStream_t s) {
+    return launch("all_reduce", {t}, [&](cudaStream_t s) {
       NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(),
                                nccl_type(t.dtype(), "all_reduce"), nccl_op(op), comm_, s));
     });
@@ -122,7 +145,7 @@ class NcclGroup : public ProcessGroup {
     if (!t.is_cuda()) return host_->broadcast(t, root);
     PAC_CHECK(root >= 0 && root < size(), "broadcast: root {} is not a rank of {}", root, size());
     if (rank() != (root + size() - 1) % size()) count_bytes("broadcast", t.nbytes());
-    return launch({t}, [&](cudaStream_t s) {
+    return launch("broadcast", {t}, [&](cudaStream_t s) {
       NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, root, comm_, s));
     });
   }
@@ -132,7 +155,7 @@ class NcclGroup : public ProcessGroup {
     PAC_CHECK(out.numel() == in.numel() * size() && out.dtype() == in.dtype() && out.is_cuda(),
               "all_gather: output {} must hold {} x {} on the GPU", out.str(), size(), in.str());
     count_bytes("all_gather", in.nbytes() * (size() - 1));
-    return launch({in, out}, [&](cudaStream_t s) {
+    return launch("all_gather", {in, out}, [&](cudaStream_t s) {
       NCCL_CHECK(ncclAllGather(in.raw_data(), out.raw_data(), in.nbytes(), ncclUint8, comm_, s));
     });
   }
@@ -149,7 +172,7 @@ class NcclGroup : public ProcessGroup {
               "all_gather_v: output {} must hold {} elements on the GPU", out.str(), total);
     count_bytes("all_gather", in.nbytes() * (size() - 1));
     size_t elem = dtype_size(in.dtype());
-    return launch({in, out}, [&](cudaStream_t s) {
+    return launch("all_gather_v", {in, out}, [&](cudaStream_t s) {
       NCCL_CHECK(ncclGroupStart());
       int64_t offset = 0;
       for (int r = 0; r < size(); ++r) {
@@ -168,7 +191,7 @@ class NcclGroup : public ProcessGroup {
               "reduce_scatter: input {} must hold {} x output {} on the GPU", in.str(), size(),
               out.str());
     count_bytes("reduce_scatter", out.nbytes() * (size() - 1));
-    return launch({in, out}, [&](cudaStream_t s) {
+    return launch("reduce_scatter", {in, out}, [&](cudaStream_t s) {
       NCCL_CHECK(ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
                                    nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_, s));
     });
@@ -188,7 +211,7 @@ class NcclGroup : public ProcessGroup {
   // Orders the communication stream after the compute stream, queues the collective there, and
   // returns a Work that orders the compute stream after it.
   template <class Queue>
-  WorkPtr launch(std::vector<Tensor> keep, Queue queue) {
+  WorkPtr launch(const char* collective, std::vector<Tensor> keep, Queue queue) {
     cudaStream_t compute = cuda::compute_stream(), comm = cuda::comm_stream();
     cudaEvent_t ready = nullptr, done = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -198,11 +221,74 @@ class NcclGroup : public ProcessGroup {
     queue(comm);
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(done, comm));
+    // The watchdog's own event: the Work's may be destroyed before the collective ends.
+    cudaEvent_t watched = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&watched, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(watched, comm));
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      queued_.push_back({watched, collective, std::chrono::steady_clock::now()});
+    }
     return std::make_shared<NcclWork>(done, std::move(keep));
   }
 
+  // Polls the queued collectives' events and NCCL's error state every 50 ms (see the header).
+  void watch() {
+    cudaSetDevice(device_);
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      if (stopping_) return;
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+          async != ncclInProgress) {
+        give_up(fmt::format("NCCL reported an asynchronous error: {}", ncclGetErrorString(async)));
+      }
+      while (!queued_.empty() && cudaEventQuery(queued_.front().done) == cudaSuccess) {
+        cudaEventDestroy(queued_.front().done);
+        queued_.pop_front();
+      }
+      const double limit = timeout_s();
+      if (limit > 0 && !queued_.empty()) {
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - queued_.front().queued)
+                .count();
+        if (waited > limit) {
+          give_up(fmt::format(
+              "{} has not finished {:.0f} s after it was queued; a peer rank has died or hung "
+              "(this rank's ring neighbours are ranks {} and {})",
+              queued_.front().collective, waited, (rank() + size() - 1) % size(),
+              (rank() + 1) % size()));
+        }
+      }
+    }
+  }
+
+  // As the MPI group does: the process cannot unwind a thread stuck in a collective, so it says
+  // why and exits, and mpirun stops the job.
+  [[noreturn]] void give_up(const std::string& why) {
+    std::fprintf(stderr,
+                 "pactrain: rank %d: %s. Aborting NCCL and exiting, so that mpirun stops the job "
+                 "(--comm-timeout sets the limit).\n",
+                 rank(), why.c_str());
+    std::fflush(stderr);
+    ncclCommAbort(comm_);
+    std::_Exit(3);
+  }
+
+  struct Queued {
+    cudaEvent_t done;
+    const char* collective;
+    std::chrono::steady_clock::time_point queued;
+  };
+
   ProcessGroupPtr host_;
   ncclComm_t comm_ = nullptr;
+  int device_ = 0;
+  std::thread watchdog_;
+  std::mutex watch_mutex_;
+  bool stopping_ = false;
+  std::deque<Queued> queued_;  // collectives not yet seen finished, oldest first
 };
 
 }  // namespace

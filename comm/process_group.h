@@ -44,8 +44,9 @@ class ProcessGroup {
   virtual void barrier() = 0;
 
   // How long waiting for one collective may take before the process gives up, taking the peers
-  // for dead or hung (0: forever). Only groups with peers use it.
-  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // for dead or hung (0: forever). Only groups with peers use it; a group that delegates to
+  // another passes it on.
+  virtual void set_timeout(double seconds) { timeout_s_ = seconds; }
   double timeout_s() const { return timeout_s_; }
 
   // Bytes this rank has sent, in all and by collective ("all_reduce", "broadcast", ...).
