@@ -11,7 +11,8 @@
 #        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,
 #        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks);
 #        communicating every H steps (docs/local-sgd.md): localH, dilocoH (dense), p80-dilocoH,
-#        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32
+#        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32;
+#        a last -seedN suffix runs the same recipe with seed N (default 1), e.g. t80-levels3-seed2
 # With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
 # machine); with --table it only prints the table of the runs already done.
 set -euo pipefail
@@ -29,11 +30,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --optimizer sgd
         --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
-        --seed 1 --threads 1)
+        --threads 1)
 steps_per_epoch=468  # 60000 / 128
 
 for run in "${runs[@]+"${runs[@]}"}"; do
   momentum=(--momentum 0.9 --nesterov)
+  # A -seedN suffix only changes the seed; the rest of the name says what runs.
+  seed=1 name="$run"
+  if [[ "$run" =~ ^(.+)-seed([0-9]+)$ ]]; then
+    run="${BASH_REMATCH[1]}" seed="${BASH_REMATCH[2]}"
+  fi
   # A -localH or -dilocoH suffix (or the whole name) synchronises every H steps.
   sync=step base="$run"
   if [[ "$run" =~ ^(.*-)?(local|diloco)([0-9]+)$ ]]; then
@@ -52,9 +58,9 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     torch | torch-allreduce | torch-fp16 | torch-powersgd[24])
       "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
       hook="${base#torch}" hook="${hook#-}"
-      /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$run.jsonl" \
-        --hook "${hook:-allreduce}" --sync "$sync" --ranks 2 --epochs 15 --batch 64 --lr 0.1 --seed 1 \
-        > "$out/$run.log" 2>&1
+      /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$name.jsonl" \
+        --hook "${hook:-allreduce}" --sync "$sync" --ranks 2 --epochs 15 --batch 64 --lr 0.1 \
+        --seed "$seed" > "$out/$name.log" 2>&1
       continue ;;
     dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
     # DGC's momentum correction replaces the optimizer's momentum.
@@ -71,10 +77,10 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
             "-noef), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
-            "powersgd4}, optionally with -localH or -dilocoH" >&2; exit 2 ;;
+            "powersgd4}, optionally with -localH or -dilocoH, then -seedN" >&2; exit 2 ;;
   esac
-  mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${momentum[@]}" "${extra[@]}" \
-    --sync "$sync" --metrics "$out/$run.jsonl" > "$out/$run.log" 2>&1
+  mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
+    --sync "$sync" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done
 
 echo "| run | encoding | sparsity | test accuracy (final) | best epoch | bytes/step per rank (last epoch) |"
