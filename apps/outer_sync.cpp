@@ -112,8 +112,14 @@ comm::ReducerStepStats OuterSync::after_local_step(int64_t steps_done) {
   return stream_->step(steps_done - options_.warmup);
 }
 
-void OuterSync::masks_changed() {
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].second->apply_mask(anchor_[i]);
+void OuterSync::after_prune(bool rewound) {
+  PAC_CHECK(pending_ == 0, "OuterSync: pruned {} local steps after a synchronisation", pending_);
+  for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].second->data());
+  if (!rewound) return;
+  if (stream_)
+    stream_->reset_outer_state();
+  else
+    outer_->reset_state();
 }
 
 StateDict OuterSync::state() const {

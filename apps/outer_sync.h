@@ -61,8 +61,12 @@ class OuterSync {
   comm::ReducerStepStats synchronise();
   // Local steps since the last synchronisation.
   int64_t pending() const { return pending_; }
-  // After a pruning event: the anchor loses the pruned entries too.
-  void masks_changed();
+  // Whether the ranks hold the same weights: no local step since the last synchronisation (the
+  // trainer prunes only then, so that the masks come from the ranks' common weights).
+  bool in_agreement() const { return pending_ == 0; }
+  // After a pruning event, in agreement: the anchor becomes the pruned (or rewound) weights, and
+  // after a rewind the outer momentum starts again, as the inner optimizer's does.
+  void after_prune(bool rewound);
   // For checkpoints, taken right after a synchronisation (the trainer makes every checkpoint
   // step one): the outer optimizer's state. The anchor is then the parameters themselves.
   StateDict state() const;

@@ -198,6 +198,11 @@ comm::ReducerStepStats StreamingDiLoCo::synchronise_all() {
   return stats;
 }
 
+void StreamingDiLoCo::reset_outer_state() {
+  PAC_CHECK(!in_flight_, "streaming DiLoCo: the outer state reset with a fragment in flight");
+  for (auto& f : fragments_) f.outer->reset_state();
+}
+
 StateDict StreamingDiLoCo::state() const {
   PAC_CHECK(!in_flight_, "streaming DiLoCo: state() with a fragment in flight");
   StateDict out;

@@ -45,6 +45,9 @@ class StreamingDiLoCo {
   // Which fragment parameter i belongs to.
   int64_t fragment_of(size_t i) const;
 
+  // Forgets every fragment's outer momentum (after the weights were rewound).
+  void reset_outer_state();
+
   // The outer optimizers' state and this rank's compressor state, between synchronise_all() and
   // the next step().
   StateDict state() const;

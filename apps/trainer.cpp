@@ -315,8 +315,26 @@ TrainResult train(const TrainOptions& o) {
         batch.inputs = batch.inputs.to(model_device);
         batch.targets = batch.targets.to(model_device);
       }
+      // What synchronisations cost this step (the outer all-reduce, local SGD and DiLoCo only).
+      comm::ReducerStepStats synced;
+      double outer_s = 0.0;
+      auto synchronise = [&] {
+        auto outer_start = Clock::now();
+        comm::ReducerStepStats stats = outer->synchronise();
+        const double synchronised_s = seconds_since(outer_start);
+        outer_s += synchronised_s;
+        synced.bytes_sent += stats.bytes_sent;
+        synced.codec_s += stats.codec_s;
+        synced.comm_exposed_s += synchronised_s - stats.codec_s;
+      };
       prune::PruneStep pruned;
       if (pruner) {
+        // Masks come from the ranks' common weights: between synchronisations an event waits for
+        // the next one, except when streaming, whose fragments never all agree before the end
+        // of the epoch: there the event is a synchronisation of its own, as a checkpoint is.
+        if (outer && !outer->in_agreement() && outer->streaming() &&
+            pruner->event_due(position.step))
+          synchronise();
         prune::ScoreContext context;
         context.input_shape = batch.inputs.shape();
         // The Pruner pauses the Reducer while the criterion scores: this gradient stays local.
@@ -324,14 +342,15 @@ TrainResult train(const TrainOptions& o) {
           optimizer->zero_grad();
           batch_loss((*model)(batch.inputs), batch.targets, o.label_smoothing).backward();
         };
-        pruned = pruner->step(position.step, context);
+        pruned = pruner->step(position.step, context, !outer || outer->in_agreement());
         if (pruned.rewound) optimizer->reset_state();
-        if (pruned.pruned && outer) outer->masks_changed();
+        if (pruned.pruned && outer) outer->after_prune(pruned.rewound);
         if (pruned.pruned && !quiet && !show_bar) {
           std::printf("step %ld: pruned to %.1f%% sparsity%s\n", static_cast<long>(position.step),
                       100.0 * pruner->sparsity(), pruned.rewound ? ", weights rewound" : "");
         }
-        if (pruned.pruned && !quiet && position.step == pruner->schedule().last_step()) {
+        // The last event (which may have waited for a synchronisation past its step).
+        if (pruned.pruned && !quiet && position.step >= pruner->schedule().last_step()) {
           std::printf("%s", prune::prune_report(*model, report_options).c_str());
         }
       }
@@ -349,29 +368,25 @@ TrainResult train(const TrainOptions& o) {
           train_step(*model, params, *optimizer, local ? nullptr : reducer.get(), batch, settings);
       const float value = outcome.loss;
       comm::ReducerStepStats comm_stats = outcome.comm;
-      double outer_s = 0.0;
       if (local && outer->turn_due(position.step + 1)) {
         // Streaming DiLoCo: a fragment's turn, its all-reduce left running behind the next steps;
         // what the turn waits for the one in flight is its exposed communication.
         auto turn_start = Clock::now();
         comm::ReducerStepStats turn = outer->after_local_step(position.step + 1);
-        outer_s = seconds_since(turn_start);
+        const double turn_s = seconds_since(turn_start);
+        outer_s += turn_s;
         comm_stats.bytes_sent += turn.bytes_sent;
-        comm_stats.comm_exposed_s += outer_s;
+        comm_stats.comm_exposed_s += turn_s;
       }
       // The end of a period, of an epoch (so that the model evaluated is the ranks' common one),
       // a checkpoint step or the run: the ranks agree again.
       if (outer && outer->pending() > 0 &&
           (outer->due(position.step + 1) || b + 1 == batches || position.step + 1 == total_steps ||
-           (checkpointing && (position.step + 1) % o.checkpoint_every == 0))) {
-        auto outer_start = Clock::now();
-        comm::ReducerStepStats synced = outer->synchronise();
-        const double synchronised_s = seconds_since(outer_start);
-        outer_s += synchronised_s;
-        comm_stats.bytes_sent += synced.bytes_sent;
-        comm_stats.codec_s += synced.codec_s;
-        comm_stats.comm_exposed_s += synchronised_s - synced.codec_s;
-      }
+           (checkpointing && (position.step + 1) % o.checkpoint_every == 0)))
+        synchronise();
+      comm_stats.bytes_sent += synced.bytes_sent;
+      comm_stats.codec_s += synced.codec_s;
+      comm_stats.comm_exposed_s += synced.comm_exposed_s;
       const bool skip = outcome.skipped;
       if (reducer && pruned.pruned && !quiet && !show_bar) {
         std::string plan = reducer->compressor().describe_buckets();

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/generator.h"
@@ -146,6 +147,12 @@ StateDict Pruner::state() const {
   auto named = model_.named_parameters();
   for (size_t i = 0; i < rewind_to_.size(); ++i) out["rewind." + named[i].first] = rewind_to_[i];
   out["events"] = counter_tensor(events_);
+  if (waiting_.due) {
+    Tensor sparsity = Tensor::zeros({1}, DType::f64);
+    sparsity.data<double>()[0] = waiting_.sparsity;
+    out["waiting_sparsity"] = sparsity;
+    out["waiting_rewind"] = counter_tensor(waiting_.rewind ? 1 : 0);
+  }
   return out;
 }
 
@@ -156,6 +163,12 @@ void Pruner::load_state(const StateDict& state) {
   for (size_t i = 0; i < rewind_to_.size(); ++i)
     read.copy_into("rewind." + named[i].first, rewind_to_[i]);
   events_ = read.counter("events");
+  waiting_ = PruneEvent{};
+  if (read.has("waiting_sparsity")) {
+    waiting_.due = true;
+    waiting_.sparsity = read.tensor("waiting_sparsity", {1}, DType::f64).data<double>()[0];
+    waiting_.rewind = read.counter("waiting_rewind") != 0;
+  }
   read.finish();
 }
 
@@ -174,9 +187,16 @@ void Pruner::observe() {
   criterion_->observe(prunable_);
 }
 
-PruneStep Pruner::step(int64_t step, ScoreContext& context) {
-  PruneEvent event = schedule_.at(step);
-  if (!event.due) return {};
+PruneStep Pruner::step(int64_t step, ScoreContext& context, bool ranks_agree) {
+  const PruneEvent now = schedule_.at(step);
+  if (now.due) {
+    // The schedule's sparsity only grows, so the latest event's target covers the earlier ones.
+    waiting_.rewind = waiting_.rewind || now.rewind;
+    waiting_.sparsity = now.sparsity;
+    waiting_.due = true;
+  }
+  if (!waiting_.due || !ranks_agree) return {};
+  const PruneEvent event = std::exchange(waiting_, PruneEvent{});
   prune_to(event.sparsity, context);
   if (event.rewind) {
     NoGradGuard no_grad;

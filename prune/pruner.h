@@ -3,7 +3,8 @@
 // criterion for scores when the schedule says so, keeps the top ones per layer or globally, and
 // makes the masks identical on every rank (rank 0's are broadcast, then checksummed). Masks only
 // ever shrink. The trainer calls step() before every training step and observe() after every
-// backward.
+// backward. When the ranks train on their own between synchronisations (local SGD, DiLoCo), an
+// event that falls between two waits for the next: masks are agreed on the ranks' common weights.
 //
 // Every rank scores, at the same time, so no rank waits in a collective while another computes:
 // a criterion that needs data scores this rank's own batch and the scores are averaged over the
@@ -48,8 +49,13 @@ class Pruner {
   Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGroupPtr group,
          comm::Reducer* reducer = nullptr);
 
-  // Before training step `step` (= steps completed).
-  PruneStep step(int64_t step, ScoreContext& context);
+  // Before training step `step` (= steps completed). With `ranks_agree` false (the ranks' weights
+  // differ: local steps since the last synchronisation) an event due now waits; the next call
+  // with `ranks_agree` takes it, to the sparsity of the latest event waiting and rewinding if any
+  // of them rewinds.
+  PruneStep step(int64_t step, ScoreContext& context, bool ranks_agree = true);
+  // Whether step(step, ...) has an event to take: one due at `step` or one waiting.
+  bool event_due(int64_t step) const { return waiting_.due || schedule_.at(step).due; }
   // Prunes to `sparsity` now, whatever the schedule (prune-report, tests).
   void prune_to(double sparsity, ScoreContext& context);
   // After a backward, for criteria that accumulate over steps.
@@ -66,7 +72,8 @@ class Pruner {
   std::string describe() const;
 
   // For checkpoints: the criterion's running sums ("criterion."), imp's weights to rewind to
-  // ("rewind.<parameter>") and the number of events so far. The masks are the parameters'.
+  // ("rewind.<parameter>"), the number of events so far and an event that waits for the ranks
+  // to agree ("waiting_sparsity", "waiting_rewind"). The masks are the parameters'.
   StateDict state() const;
   void load_state(const StateDict& state);
 
@@ -92,6 +99,7 @@ class Pruner {
   std::vector<std::vector<nn::ParameterPtr>> coupled_;
   std::vector<Tensor> rewind_to_;  // imp: every parameter's value at the start
   int64_t events_ = 0;
+  PruneEvent waiting_;  // due while the ranks' weights differed
 };
 
 // Glob match with '*' (any run of characters) and '?' (one character).

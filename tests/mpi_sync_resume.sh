@@ -59,18 +59,29 @@ check() {
 check diloco diloco:3 --optimizer adamw --lr 0.003 --prune magnitude --sparsity 0.5 \
   --prune-schedule oneshot:0 --compress pactrain --compress-opt enc=ternary
 # Streaming DiLoCo: two fragments taking turns every 2 steps, an all-reduce in flight at the
-# checkpoint steps' turns; pactrain fp32 on the pruned pseudo-gradient.
-check streaming diloco:4:fragments=2 --prune magnitude --sparsity 0.5 --prune-schedule oneshot:0 \
-  --compress pactrain
-# Post-local SGD with Nesterov momentum, after two synchronous steps.
-check local local:3 --momentum 0.9 --nesterov --sync-warmup 2
+# checkpoint steps' turns; pactrain fp32 on the pruned pseudo-gradient. Its fragments never all
+# agree between full synchronisations, so each pruning event is one, taken at its step.
+check streaming diloco:4:fragments=2 --prune magnitude --sparsity 0.5 \
+  --prune-schedule gradual:1:13:4 --compress pactrain
+pruned_at="$(grep -o '^step [0-9]*: pruned' "$dir/straight.log" | grep -o '[0-9]*' | tr '\n' ' ')"
+[ "$pruned_at" = "1 5 9 13 " ] ||
+  fail "streaming: pruning events were taken before steps ${pruned_at:-none}, expected 1 5 9 13"
+# Post-local SGD with Nesterov momentum, after two synchronous steps, pruned by a schedule whose
+# events (before steps 1, 5, 9 and 13) wait for the ranks to agree: synchronisations end steps
+# 5 (checkpoint), 6, 8 (epoch), 10 (period and checkpoint), 14, 15 (checkpoint) and 16, so the
+# events are taken before steps 1, 5, 10 and 14. Step 9's waits in the step-10 checkpoint.
+check local local:4 --momentum 0.9 --nesterov --sync-warmup 2 --prune magnitude --sparsity 0.5 \
+  --prune-schedule gradual:1:13:4
+pruned_at="$(grep -o '^step [0-9]*: pruned' "$dir/straight.log" | grep -o '[0-9]*' | tr '\n' ' ')"
+[ "$pruned_at" = "1 5 10 14 " ] ||
+  fail "local: pruning events were taken before steps ${pruned_at:-none}, expected 1 5 10 14"
 
 # Another --sync mode is refused, by name.
 if train "$dir/other.safetensors" step --resume "$dir/local-straight.safetensors" \
-  --momentum 0.9 --nesterov > "$dir/other.log" 2>&1; then
-  fail "a local:3 checkpoint was resumed with --sync step"
-elif ! grep -q "trained with --sync local:3, this run uses --sync step" "$dir/other.log"; then
-  fail "resuming a local:3 checkpoint with --sync step failed without naming the modes"
+  --momentum 0.9 --nesterov --prune magnitude --sparsity 0.5 --prune-schedule gradual:1:13:4 > "$dir/other.log" 2>&1; then
+  fail "a local:4 checkpoint was resumed with --sync step"
+elif ! grep -q "trained with --sync local:4, this run uses --sync step" "$dir/other.log"; then
+  fail "resuming a local:4 checkpoint with --sync step failed without naming the modes"
   tail -5 "$dir/other.log"
 fi
 

@@ -73,6 +73,40 @@ TEST_CASE("prune schedules: one-shot, Zhu and Gupta's cubic, iterative with rewi
                        Error);
 }
 
+TEST_CASE("an event due while the ranks disagree waits for them, through a checkpoint too") {
+  auto model = mlp();
+  auto o = options("magnitude", 0.8, "global");
+  o.schedule = "gradual:2:10:4";  // events before steps 2, 6 and 10
+  prune::Pruner pruner(*model, o, comm::make_local_group());
+  prune::ScoreContext context;
+  CHECK_FALSE(pruner.step(2, context, false).pruned);
+  CHECK(pruner.sparsity() == 0.0);
+  CHECK(pruner.event_due(3));
+  CHECK_FALSE(pruner.step(3, context, false).pruned);
+  // Step 6's event supersedes step 2's: the later target, taken once.
+  CHECK_FALSE(pruner.step(6, context, false).pruned);
+  const double at6 = 0.8 - 0.8 * std::pow(1.0 - 0.5, 3);
+  // A checkpoint taken while the event waits carries it into a fresh Pruner.
+  const StateDict saved = pruner.state();
+  auto resumed_model = mlp();
+  prune::Pruner resumed(*resumed_model, o, comm::make_local_group());
+  resumed.load_state(saved);
+  for (prune::Pruner* p : {&pruner, &resumed}) {
+    CHECK(p->step(7, context, true).pruned);
+    CHECK(p->sparsity() == doctest::Approx(at6).epsilon(1e-2));
+    CHECK_FALSE(p->event_due(8));
+    CHECK_FALSE(p->step(8, context, true).pruned);
+  }
+  for (size_t i = 0; i < pruner.prunable().size(); ++i) {
+    auto a = pruner.prunable()[i].second->mask().to(DType::f32).to_vector();
+    auto b = resumed.prunable()[i].second->mask().to(DType::f32).to_vector();
+    CHECK(a == b);
+  }
+  // With the ranks in agreement an event is taken at its step.
+  CHECK(pruner.step(10, context, true).pruned);
+  CHECK(pruner.sparsity() == doctest::Approx(0.8).epsilon(1e-2));
+}
+
 TEST_CASE("glob patterns on parameter names") {
   CHECK(prune::glob_match("conv1.*", "conv1.weight"));
   CHECK_FALSE(prune::glob_match("conv1.*", "layer1.0.conv1.weight"));
