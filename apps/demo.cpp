@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/option_reader.h"
 
 using namespace pac;
 
@@ -27,13 +28,21 @@ Options parse(int argc, char** argv) {
       PAC_CHECK(i + 1 < argc, "option {} needs a value", arg);
       return argv[++i];
     };
+    // The value as a number, whole if asked; a clear error otherwise.
+    auto number = [&](bool whole) {
+      const std::string text = value();
+      const std::optional<double> v = parse_number(text);
+      PAC_CHECK(v && (!whole || (*v >= 0 && *v == std::floor(*v))), "{} {}: expected {}", arg, text,
+                whole ? "a whole number >= 0" : "a number");
+      return *v;
+    };
     if (arg == "--steps") {
-      o.steps = std::stoi(value());
+      o.steps = static_cast<int>(number(true));
       PAC_CHECK(o.steps >= 20, "--steps must be at least 20, got {}", o.steps);
     } else if (arg == "--seed") {
-      o.seed = std::stoull(value());
+      o.seed = static_cast<uint64_t>(number(true));
     } else if (arg == "--expect-drop") {
-      o.expect_drop = std::stof(value());
+      o.expect_drop = static_cast<float>(number(false));
     } else if (arg == "--help" || arg == "-h") {
       std::puts("usage: pactrain-demo [--steps N (200)] [--seed S (1)] [--expect-drop F]");
       std::exit(0);

@@ -1,30 +1,31 @@
 #include "apps/faults.h"
 
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/option_reader.h"
 
 namespace pac {
 
 Fault fault_from_environment() {
   const char* value = std::getenv("PACTRAIN_FAULT");
   if (!value || !*value) return {};
-  std::vector<std::string> parts;
-  std::stringstream in(value);
-  std::string part;
-  while (std::getline(in, part, ':')) parts.push_back(part);
+  const std::vector<std::string> parts = split_fields(value, ':');
+  auto whole = [&](size_t i) -> std::optional<double> {
+    if (i >= parts.size()) return std::nullopt;
+    const std::optional<double> v = parse_number(parts[i]);
+    return v && *v >= 0 && *v == std::floor(*v) ? v : std::nullopt;
+  };
+  const std::optional<double> step = whole(1), rank = whole(2);
+  PAC_CHECK(parts.size() == 3 && step && rank,
+            "PACTRAIN_FAULT='{}' is not KIND:STEP:RANK (STEP and RANK whole numbers >= 0)", value);
   Fault f;
-  try {
-    PAC_CHECK(parts.size() == 3, "");
-    f.kind = parts[0];
-    f.step = std::stoll(parts[1]);
-    f.rank = std::stoi(parts[2]);
-  } catch (const std::exception&) {
-    PAC_FAIL("PACTRAIN_FAULT='{}' is not KIND:STEP:RANK", value);
-  }
+  f.kind = parts[0];
+  f.step = static_cast<int64_t>(*step);
+  f.rank = static_cast<int>(*rank);
   PAC_CHECK(f.kind == "nan-loss" || f.kind == "hang" || f.kind == "exit" ||
                 f.kind == "kill-in-checkpoint" || f.kind == "extra-collective",
             "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang, exit, "

@@ -15,6 +15,7 @@
 #include "apps/trainer.h"
 #include "comm/compressor.h"
 #include "core/cpu/threads.h"
+#include "core/option_reader.h"
 #include "prune/criterion.h"
 
 using namespace pac;
@@ -84,10 +85,8 @@ void add_range_checks(CLI::App* cmd) {
   auto range = [](bool (*ok)(double), const std::string& allowed) {
     return CLI::Validator(
         [ok, allowed](std::string& text) -> std::string {
-          try {
-            if (ok(std::stod(text))) return "";
-          } catch (const std::exception&) {
-          }
+          const std::optional<double> v = parse_number(text);
+          if (v && ok(*v)) return "";
           return "must be " + allowed + ", got " + text;
         },
         allowed);

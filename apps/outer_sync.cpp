@@ -4,33 +4,23 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/option_reader.h"
 
 namespace pac {
 
 SyncOptions parse_sync(const std::string& spec) {
   SyncOptions o;
   if (spec == "step") return o;
-  std::vector<std::string> parts;
-  for (size_t start = 0;;) {
-    const size_t colon = spec.find(':', start);
-    parts.push_back(spec.substr(start, colon - start));
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
+  const std::vector<std::string> parts = split_fields(spec, ':');
   const std::string& kind = parts[0];
   PAC_CHECK((kind == "local" || kind == "diloco") && parts.size() >= 2,
             "--sync '{}' is not known; expected step, local:H, diloco:H or "
             "diloco:H:fragments=F[:mix=A] (H: steps between synchronisations)",
             spec);
   auto number = [&](const std::string& text, const char* what) {
-    try {
-      size_t end = 0;
-      double v = std::stod(text, &end);
-      PAC_CHECK(end == text.size(), "");
-      return v;
-    } catch (const std::exception&) {
-      PAC_FAIL("--sync '{}': {} must be a number, got '{}'", spec, what, text);
-    }
+    const std::optional<double> v = parse_number(text);
+    PAC_CHECK(v, "--sync '{}': {} must be a number, got '{}'", spec, what, text);
+    return *v;
   };
   const double every = number(parts[1], "H");
   PAC_CHECK(every == std::floor(every), "--sync '{}': H must be a whole number of steps", spec);

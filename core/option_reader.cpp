@@ -1,21 +1,42 @@
 #include "core/option_reader.h"
 
+#include <cctype>
+
 #include "core/error.h"
 
 namespace pac {
+
+std::vector<std::string> split_fields(const std::string& text, char separator) {
+  std::vector<std::string> fields;
+  for (size_t start = 0;;) {
+    const size_t end = text.find(separator, start);
+    fields.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) return fields;
+    start = end + 1;
+  }
+}
+
+std::optional<double> parse_number(const std::string& text) {
+  // std::stod skips leading blanks and stops at the first character it cannot use; neither may
+  // hide a typo here.
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  try {
+    size_t end = 0;
+    const double value = std::stod(text, &end);
+    if (end != text.size()) return std::nullopt;
+    return value;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 double OptionReader::number(const std::string& key, double fallback) {
   used_.insert(key);
   auto it = options_.find(key);
   if (it == options_.end()) return fallback;
-  try {
-    size_t end = 0;
-    double value = std::stod(it->second, &end);
-    PAC_CHECK(end == it->second.size(), "");
-    return value;
-  } catch (const std::exception&) {
-    PAC_FAIL("{} {}={} for {}: expected a number", flag_, key, it->second, owner_);
-  }
+  const std::optional<double> value = parse_number(it->second);
+  PAC_CHECK(value, "{} {}={} for {}: expected a number", flag_, key, it->second, owner_);
+  return *value;
 }
 
 bool OptionReader::flag(const std::string& key, bool fallback) {

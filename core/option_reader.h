@@ -1,8 +1,10 @@
-// Reading key=value options (--compress-opt, --prune-opt): each component takes the keys it knows
-// and refuses the rest, so a misspelt option is an error, never silently ignored.
+// Reading options: key=value pairs (--compress-opt, --prune-opt), where each component takes the
+// keys it knows and refuses the rest, so a misspelt option is an error, never silently ignored;
+// and the fields of colon-separated specs (--schedule cosine:1e-4, --sync diloco:32:fragments=4).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -11,6 +13,13 @@
 namespace pac {
 
 using OptionMap = std::map<std::string, std::string>;
+
+// `text` cut at every `separator`, empty fields kept ("a::b:" has four), so that a stray
+// separator is an error for the caller rather than silently dropped.
+std::vector<std::string> split_fields(const std::string& text, char separator);
+// The whole of `text` as a number, or nothing when any of it is not one ("1e-4" yes, "1e-4x" or
+// "" no).
+std::optional<double> parse_number(const std::string& text);
 
 class OptionReader {
  public:

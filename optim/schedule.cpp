@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/option_reader.h"
 
 namespace pac::optim {
 
@@ -84,17 +84,13 @@ std::unique_ptr<Schedule> with_warmup(std::unique_ptr<Schedule> inner, int64_t w
 
 std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int64_t total_steps,
                                          int64_t warmup_steps) {
-  std::vector<std::string> parts;
-  std::stringstream ss(spec);
-  for (std::string part; std::getline(ss, part, ':');) parts.push_back(part);
-  PAC_CHECK(!parts.empty(), "--schedule: empty value");
+  PAC_CHECK(!spec.empty(), "--schedule: empty value");
+  const std::vector<std::string> parts = split_fields(spec, ':');
   const std::string& kind = parts[0];
   auto number = [&](size_t i) -> double {
-    try {
-      return std::stod(parts.at(i));
-    } catch (const std::exception&) {
-      PAC_FAIL("--schedule '{}': field {} is not a number", spec, i + 1);
-    }
+    const std::optional<double> v = parse_number(parts.at(i));
+    PAC_CHECK(v, "--schedule '{}': field {} ('{}') is not a number", spec, i + 1, parts.at(i));
+    return *v;
   };
   std::unique_ptr<Schedule> s;
   if (kind == "constant" && parts.size() == 1) {
@@ -107,13 +103,11 @@ std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int6
     s = step_schedule(lr, static_cast<int64_t>(number(1)), static_cast<float>(number(2)));
   } else if (kind == "multistep" && parts.size() == 3) {
     std::vector<int64_t> milestones;
-    std::stringstream ms(parts[1]);
-    for (std::string m; std::getline(ms, m, ',');) {
-      try {
-        milestones.push_back(std::stoll(m));
-      } catch (const std::exception&) {
-        PAC_FAIL("--schedule '{}': milestone '{}' is not an integer", spec, m);
-      }
+    for (const std::string& m : split_fields(parts[1], ',')) {
+      const std::optional<double> v = parse_number(m);
+      PAC_CHECK(v && *v >= 0 && *v == std::floor(*v),
+                "--schedule '{}': milestone '{}' is not a whole number of steps", spec, m);
+      milestones.push_back(static_cast<int64_t>(*v));
     }
     s = multistep_schedule(lr, milestones, static_cast<float>(number(2)));
   } else {

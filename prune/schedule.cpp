@@ -1,32 +1,19 @@
 #include "prune/schedule.h"
 
 #include <cmath>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/option_reader.h"
 
 namespace pac::prune {
 
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
-
 double number(const std::string& text, const std::string& spec) {
-  try {
-    size_t end = 0;
-    double v = std::stod(text, &end);
-    PAC_CHECK(end == text.size(), "");
-    return v;
-  } catch (const std::exception&) {
-    PAC_FAIL("--prune-schedule '{}': '{}' is not a number", spec, text);
-  }
+  const std::optional<double> v = parse_number(text);
+  PAC_CHECK(v, "--prune-schedule '{}': '{}' is not a number", spec, text);
+  return *v;
 }
 
 int64_t whole(const std::string& text, const std::string& spec) {
@@ -43,7 +30,7 @@ PruneSchedule::PruneSchedule(const std::string& spec, double final_sparsity,
     : final_(final_sparsity), spec_(spec) {
   PAC_CHECK(final_sparsity >= 0.0 && final_sparsity < 1.0,
             "--sparsity {} must be in [0, 1): the fraction of weights pruned", final_sparsity);
-  auto parts = split(spec, ':');
+  auto parts = split_fields(spec, ':');
   const std::string kind = parts.empty() ? "" : parts[0];
   if (kind == "oneshot" && parts.size() == 2) {
     kind_ = Kind::oneshot;

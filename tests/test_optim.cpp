@@ -9,6 +9,7 @@
 #include "core/autograd.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "core/option_reader.h"
 #include "layers/parameter.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -83,6 +84,24 @@ TEST_CASE("schedules match PyTorch's OneCycleLR, CosineAnnealingLR and MultiStep
                        doctest::Contains("not understood"), Error);
   CHECK_THROWS_WITH_AS(optim::parse_schedule("step:x:0.5", 0.1f, 20, 0),
                        doctest::Contains("not a number"), Error);
+  // A number must be the whole field: a trailing typo is refused, not cut off.
+  CHECK_THROWS_WITH_AS(optim::parse_schedule("cosine:1e-4x", 0.1f, 20, 0),
+                       doctest::Contains("field 2 ('1e-4x') is not a number"), Error);
+  CHECK_THROWS_WITH_AS(optim::parse_schedule("multistep:5,12.5:0.1", 0.1f, 20, 0),
+                       doctest::Contains("milestone '12.5' is not a whole number"), Error);
+  CHECK_THROWS_WITH_AS(optim::parse_schedule("step:10:0.5:", 0.1f, 20, 0),
+                       doctest::Contains("not understood"), Error);
+}
+
+TEST_CASE("spec fields and numbers are read whole") {
+  CHECK(split_fields("a::b:", ':') == std::vector<std::string>{"a", "", "b", ""});
+  CHECK(split_fields("", ':') == std::vector<std::string>{""});
+  CHECK(parse_number("1e-4") == 1e-4);
+  CHECK(parse_number("-3") == -3.0);
+  for (const char* bad : {"", " 1", "1 ", "1e-4x", "0x", "abc", "1,5"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_number(bad).has_value());
+  }
 }
 
 TEST_CASE("pruned entries and their optimizer state stay exactly zero over many steps") {
