@@ -12,6 +12,9 @@ class Embedding : public Module {
   std::string describe() const override;
 
   ParameterPtr weight;
+  // The table is also the model's output layer (weight tying, as in a GPT): logits = h W^T, a
+  // matrix product per token that prune-report counts with the embedding.
+  bool tied_output = false;
 
  private:
   int64_t num_, dim_;

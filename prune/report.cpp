@@ -6,6 +6,7 @@
 #include "comm/reducer.h"
 #include "layers/attention.h"
 #include "layers/conv2d.h"
+#include "layers/embedding.h"
 #include "layers/linear.h"
 
 namespace pac::prune {
@@ -22,7 +23,8 @@ double bytes_per_value(const std::string& encoding) {
 
 // Forward multiply-adds of weight `name` per sample: each kept weight is used once per output
 // position (a pixel for a convolution, a token for a linear layer). -1 for weights that are not
-// a convolution's, a linear layer's or an attention projection's.
+// a convolution's, a linear layer's, an attention projection's or a tied output layer's (an
+// embedding table that also gives the logits: its lookup is free, its product is not).
 int64_t uses_per_sample(const std::string& name, std::map<std::string, nn::Module*>& modules,
                         std::map<std::string, Shape>& outputs) {
   auto dot = name.rfind('.');
@@ -45,6 +47,8 @@ int64_t uses_per_sample(const std::string& name, std::map<std::string, nn::Modul
   if (dynamic_cast<nn::Conv2d*>(m->second) && leaf == "weight" && s.size() == 4)
     return numel / s[1];
   if (dynamic_cast<nn::Linear*>(m->second) && leaf == "weight") return numel / s.back();
+  auto* embedding = dynamic_cast<nn::Embedding*>(m->second);
+  if (embedding && embedding->tied_output && leaf == "weight") return numel / s.back();
   return -1;
 }
 

@@ -248,14 +248,22 @@ TEST_CASE("attention dropout drops attention weights while training only, and ke
                        doctest::Contains("dropout must be in [0, 1)"), Error);
 }
 
-TEST_CASE("prune-report counts the attention in-projection's FLOPs once per token") {
+TEST_CASE(
+    "prune-report counts the attention in-projection's and the tied head's FLOPs once per token") {
   models::ModelConfig c{"gpt-nano"};
   c.vocab_size = 65;
   auto model = models::make_model(c);
   prune::ReportOptions report{models::example_input_shape(c), 25.0, 1.0, "fp32", 2};
   const std::string text = prune::prune_report(*model, report);
+  auto row = [&](const std::string& name) {
+    const size_t line = text.find(name + " ");
+    REQUIRE(line != std::string::npos);
+    return text.substr(line, text.find('\n', line) - line);
+  };
   // [384, 128] weights at 64 tokens: 2 x 49,152 x 64 = 6.29 MFLOP.
-  const size_t line = text.find("h.0.attn.in_proj_weight");
-  REQUIRE(line != std::string::npos);
-  CHECK(text.substr(line, text.find('\n', line) - line).find("6.29") != std::string::npos);
+  CHECK(row("h.0.attn.in_proj_weight").find("6.29") != std::string::npos);
+  // The token table is the head too: [65, 128] at 64 tokens, 2 x 8,320 x 64 = 1.06 MFLOP. The
+  // position table is only looked up.
+  CHECK(row("wte.weight").find("1.06") != std::string::npos);
+  CHECK(row("wpe.weight").find(" - ") != std::string::npos);
 }

@@ -79,6 +79,7 @@ GPT::GPT(const GPTConfig& c) : config_(c) {
             "GPT: width {} must be a positive multiple of heads {}, with depth {} > 0", c.dim,
             c.heads, c.depth);
   wte_ = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.dim));
+  wte_->tied_output = true;
   wpe_ = register_module("wpe", std::make_shared<nn::Embedding>(c.context, c.dim));
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
   auto h = std::make_shared<nn::Sequential>();
