@@ -24,11 +24,13 @@ METHODS = collections.OrderedDict([
     ("terngrad", "terngrad"), ("powersgd2", "powersgd2"), ("powersgd4", "powersgd4"),
     ("signsgd", "signsgd"), ("p80", "pactrain80-fp32"), ("t80", "pactrain80-ternary"),
     ("p90", "pactrain90-fp32"), ("t90", "pactrain90-ternary"),
+    ("t80-levels3", "pactrain80-ternary-levels3"), ("t90-levels3", "pactrain90-ternary-levels3"),
     ("torch-allreduce", "torch-allreduce"), ("torch-fp16", "torch-fp16"),
     ("torch-powersgd2", "torch-powersgd2"), ("torch-powersgd4", "torch-powersgd4")])
 LABELS = {"p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pactrain 90% fp32",
-          "t90": "pactrain 90% ternary", "topk": "topk (DGC 0.1%)", "randomk": "randomk (1%)",
-          "powersgd2": "powersgd rank 2", "powersgd4": "powersgd rank 4",
+          "t90": "pactrain 90% ternary", "t80-levels3": "pactrain 80% levels=3",
+          "t90-levels3": "pactrain 90% levels=3", "topk": "topk (DGC 0.1%)",
+          "randomk": "randomk (1%)", "powersgd2": "powersgd rank 2", "powersgd4": "powersgd rank 4",
           "torch-allreduce": "PyTorch DDP", "torch-fp16": "PyTorch DDP fp16 hook",
           "torch-powersgd2": "PyTorch DDP PowerSGD rank 2",
           "torch-powersgd4": "PyTorch DDP PowerSGD rank 4"}
