@@ -1,7 +1,12 @@
-// The caching allocator reuses freed blocks and keeps its accounting straight.
+// The caching allocator reuses freed blocks and keeps its accounting straight; the bounded cache
+// (of cuDNN plans) forgets its least recently used entries.
 #include <doctest/doctest.h>
 
+#include <memory>
+#include <string>
+
 #include "core/allocator.h"
+#include "core/lru_cache.h"
 #include "core/tensor.h"
 
 using namespace pac;
@@ -31,4 +36,36 @@ TEST_CASE("current and peak bytes follow live tensors; empty_cache releases the 
   CHECK(cpu_allocator_stats().current_bytes == start.current_bytes);
   cpu_empty_cache();
   CHECK(cpu_allocator_stats().cached_bytes == 0);
+}
+
+TEST_CASE("a bounded cache keeps the most recently used entries and forgets the oldest") {
+  LruCache<int, std::string> cache(3);
+  int made = 0;
+  auto get = [&](int key) {
+    return cache.get(key, [&] {
+      ++made;
+      return std::make_unique<std::string>(std::to_string(key));
+    });
+  };
+  std::shared_ptr<std::string> held = get(1);
+  get(2);
+  get(3);
+  CHECK(made == 3);
+  CHECK(*get(1) == "1");  // found, not made: 1 is now the most recent
+  CHECK(made == 3);
+  get(4);  // full: 2, the least recently used, goes
+  CHECK(cache.size() == 3);
+  CHECK(cache.evictions() == 1);
+  get(1);
+  get(3);
+  CHECK(made == 4);
+  get(2);  // made again
+  CHECK(made == 5);
+  CHECK(cache.size() == 3);
+  // 4 was the least recent when 2 came back; an entry held by a caller outlives its eviction.
+  for (int key = 10; key < 20; ++key) get(key);
+  CHECK(cache.size() == 3);
+  CHECK(*held == "1");
+  using IntCache = LruCache<int, int>;
+  CHECK_THROWS_WITH_AS(IntCache(0), doctest::Contains("capacity must be at least 1"), Error);
 }

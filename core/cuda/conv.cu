@@ -1,14 +1,14 @@
 // Convolution through cuDNN. The first call with a given shape times cuDNN's algorithms
 // (cudnnFind*, as PyTorch's cudnn.benchmark) and remembers the fastest for the forward, the
-// data gradient and the filter gradient; workspaces come from the caching allocator.
+// data gradient and the filter gradient, for the most recent shapes (a bounded cache);
+// workspaces come from the caching allocator.
 #include <memory>
-#include <mutex>
 #include <utility>
-#include <vector>
 
 #include "core/allocator.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
+#include "core/lru_cache.h"
 
 namespace pac::cuda {
 
@@ -115,24 +115,22 @@ class Workspace {
   void* data_;
 };
 
-ConvPlan& plan_for(const cpu::ConvShape& s) {
-  static std::mutex mutex;
-  static auto* plans =
-      new std::vector<std::pair<std::pair<cpu::ConvShape, bool>, std::unique_ptr<ConvPlan>>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto key = std::make_pair(s, allow_tf32());
-  for (auto& [k, plan] : *plans) {
-    if (k == key) return *plan;
-  }
-  plans->emplace_back(key, std::make_unique<ConvPlan>(s));
-  return *plans->back().second;
+// The plans, one per shape and TF32 setting, at most this many: a ResNet-50 step uses about 60
+// shapes (with its last batch and evaluation, three times that), so this bound is only reached by
+// runs whose shapes keep changing, and there it keeps memory (and cuDNN descriptors) in check.
+constexpr size_t max_conv_plans = 512;
+
+std::shared_ptr<ConvPlan> plan_for(const cpu::ConvShape& s) {
+  static auto* plans = new LruCache<std::pair<cpu::ConvShape, bool>, ConvPlan>(max_conv_plans);
+  return plans->get(std::make_pair(s, allow_tf32()), [&] { return std::make_unique<ConvPlan>(s); });
 }
 
 }  // namespace
 
 void conv_forward(const cpu::ConvShape& s, const float* x, const float* w, const float* bias,
                   float* y) {
-  ConvPlan& p = plan_for(s);
+  const std::shared_ptr<ConvPlan> plan = plan_for(s);
+  ConvPlan& p = *plan;
   Workspace workspace(p.forward_bytes);
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionForward(cudnn(), &one, p.x, x, p.w, w, p.conv, p.forward_algo,
@@ -142,7 +140,8 @@ void conv_forward(const cpu::ConvShape& s, const float* x, const float* w, const
 
 void conv_backward_data(const cpu::ConvShape& s, const float* grad_y, const float* w,
                         float* grad_x) {
-  ConvPlan& p = plan_for(s);
+  const std::shared_ptr<ConvPlan> plan = plan_for(s);
+  ConvPlan& p = *plan;
   if (!p.data_ready) p.find_data_algorithm();
   Workspace workspace(p.data_bytes);
   const float one = 1.0f, zero = 0.0f;
@@ -152,7 +151,8 @@ void conv_backward_data(const cpu::ConvShape& s, const float* grad_y, const floa
 
 void conv_backward_filter(const cpu::ConvShape& s, const float* x, const float* grad_y,
                           float* grad_w, float* grad_bias) {
-  ConvPlan& p = plan_for(s);
+  const std::shared_ptr<ConvPlan> plan = plan_for(s);
+  ConvPlan& p = *plan;
   const float one = 1.0f, zero = 0.0f;
   if (grad_w != nullptr) {
     if (!p.filter_ready) p.find_filter_algorithm();
