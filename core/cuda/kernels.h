@@ -130,6 +130,11 @@ PAC_CUDA_FN(void batch_norm_forward_training(const float* x, const float* weight
                                              float* y, float* running_mean, float* running_var,
                                              float* save_mean, float* save_invstd, int64_t n,
                                              int64_t c, int64_t s, float momentum, float eps))
+// Evaluation-mode batch norm with the running statistics, in one pass; weight and bias may be
+// null.
+PAC_CUDA_FN(void batch_norm_inference(const float* x, const float* weight, const float* bias,
+                                      const float* running_mean, const float* running_var, float* y,
+                                      int64_t n, int64_t c, int64_t s, float eps))
 PAC_CUDA_FN(void batch_norm_backward_training(const float* x, const float* weight,
                                               const float* save_mean, const float* save_invstd,
                                               const float* grad_y, float* grad_x,

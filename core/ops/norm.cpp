@@ -108,8 +108,18 @@ static Tensor batch_norm_cuda(const Tensor& x, const Tensor& weight, const Tenso
                               const Tensor& running_mean, const Tensor& running_var, bool training,
                               float momentum, float eps) {
   int64_t n = x.size(0), c = x.size(1), s = x.numel() / (n * c);
+  if (!training && !any_requires_grad({x, weight, bias})) {
+    // Evaluation without gradients (a model being evaluated): one fused pass.
+    Tensor y = detail::empty_on(x.shape(), x);
+    cuda::batch_norm_inference(x.data<float>(), weight.defined() ? weight.data<float>() : nullptr,
+                               bias.defined() ? bias.data<float>() : nullptr,
+                               running_mean.data<float>(), running_var.data<float>(),
+                               y.data<float>(), n, c, s, eps);
+    return y;
+  }
   if (!training) {
-    // y = (x - mean) * (weight / sqrt(var + eps)) + bias, per channel; autograd follows.
+    // With gradients (a frozen batch norm being trained through):
+    // y = (x - mean) * (weight / sqrt(var + eps)) + bias, per channel, as ops autograd follows.
     Shape per_channel = x.dim() == 4 ? Shape{1, c, 1, 1} : Shape{1, c};
     Tensor scale = pow(add_scalar(running_var.detach(), eps), -0.5f);
     if (weight.defined()) scale = mul(scale, weight);

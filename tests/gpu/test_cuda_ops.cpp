@@ -237,7 +237,9 @@ TEST_CASE("pooling: max and average through cuDNN, adaptive average") {
                     [](const Inputs& t) { return adaptive_avg_pool2d(t[0], 4, 3); });
 }
 
-TEST_CASE("batch norm (cuDNN in training, elementwise ops in evaluation) and layer norm") {
+TEST_CASE(
+    "batch norm (cuDNN in training; in evaluation one fused pass, or ops when gradients flow) and "
+    "layer norm") {
   for (Shape shape : {Shape{4, 3, 5, 5}, Shape{16, 6}}) {
     int64_t c = shape[1];
     Tensor rm = randn({c}, 34), rv = positive({c}, 35);
@@ -262,6 +264,18 @@ TEST_CASE("batch norm (cuDNN in training, elementwise ops in evaluation) and lay
           return batch_norm(t[0], t[1], t[2], t[3].detach(), t[4].detach(), false);
         },
         1e-5);
+    // Without gradients (how a model is evaluated) the fused kernel runs, with and without the
+    // affine parameters.
+    NoGradGuard no_grad;
+    Tensor x = randn(shape, 47), w = positive({c}, 48), b = randn({c}, 49);
+    for (bool affine : {true, false}) {
+      CAPTURE(affine);
+      Tensor want = batch_norm(x, affine ? w : Tensor(), affine ? b : Tensor(), rm, rv, false);
+      Tensor got = batch_norm(x.to(Device::cuda()), affine ? w.to(Device::cuda()) : Tensor(),
+                              affine ? b.to(Device::cuda()) : Tensor(), rm.to(Device::cuda()),
+                              rv.to(Device::cuda()), false);
+      CHECK(relative_error(got.cpu(), want) <= 1e-5);
+    }
   }
   check_against_cpu(
       "layer_norm", {randn({6, 7, 96}, 42), positive({96}, 43), randn({96}, 44)},
