@@ -5,7 +5,13 @@
 // not code the rest of the layer to zero. t = sign(g) with probability min(1, |g| / s), else 0, so
 // without clipping (clip=0) E[s t] = g: unbiased. The sums of t travel packed several to a 64-bit
 // word (ternary_codec.h, the codec pactrain uses too): 0.38 bytes a value on 2 ranks.
+// On GPU buckets the three passes are pactrain's kernels (pactrain_kernels.h), queued on the
+// compute stream, so the bucket never visits the host; their coin flips come from a counter-based
+// hash instead of the CPU's generator, as pactrain's do.
+#include <algorithm>
+
 #include "comm/compressors/builtin.h"
+#include "comm/compressors/pactrain_kernels.h"
 #include "comm/compressors/ternary_codec.h"
 #include "core/option_reader.h"
 
@@ -17,12 +23,12 @@ class TernGrad : public Compressor {
  public:
   TernGrad(float clip, uint64_t seed) : clip_(clip), seed_(seed) {}
   std::string name() const override { return "terngrad"; }
+  bool runs_on_gpu() const override { return true; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    if (bucket.flat.is_cuda()) return reduce_on_gpu(bucket, group);
     // Each parameter is a segment with its own scale.
-    auto begin = std::make_shared<std::vector<int64_t>>();
-    for (const auto& e : bucket.entries) begin->push_back(e.offset);
-    begin->push_back(bucket.flat.numel());
+    auto begin = std::make_shared<std::vector<int64_t>>(segments(bucket));
     Tensor flat = bucket.flat;
     Tensor scales = Tensor::zeros({static_cast<int64_t>(bucket.entries.size())});
     timed([&] {
@@ -35,8 +41,7 @@ class TernGrad : public Compressor {
     keep_for_undo(steps_[bucket.index]);
     const uint64_t step = steps_[bucket.index]++;
     timed([&] {
-      uint64_t seed = seed_ ^ (uint64_t(group.rank()) << 32) ^ (step * 0x9e3779b97f4a7c15ull) ^
-                      (uint64_t(bucket.index) << 52);
+      const uint64_t seed = coding_seed(bucket, group.rank(), step);
       ternary_encode(flat.data<float>(), *begin, scales.data<float>(), seed, wire, layout, nullptr);
     });
     const int world = group.size();
@@ -63,6 +68,61 @@ class TernGrad : public Compressor {
   }
 
  private:
+  // Where each parameter's values begin in the bucket, and one past the end.
+  static std::vector<int64_t> segments(const Bucket& bucket) {
+    std::vector<int64_t> begin;
+    for (const auto& e : bucket.entries) begin.push_back(e.offset);
+    begin.push_back(bucket.flat.numel());
+    return begin;
+  }
+
+  uint64_t coding_seed(const Bucket& bucket, int rank, uint64_t step) const {
+    return seed_ ^ (uint64_t(rank) << 32) ^ (step * 0x9e3779b97f4a7c15ull) ^
+           (uint64_t(bucket.index) << 52);
+  }
+
+  // The same three passes as kernels on the bucket itself. The wire is packed words (never one
+  // int16 per value: NCCL has no 16-bit integer type).
+  WorkPtr reduce_on_gpu(Bucket& bucket, ProcessGroup& group) {
+    const Device device = bucket.flat.device();
+    const std::vector<int64_t> host_begin = segments(bucket);
+    const int64_t parameters = static_cast<int64_t>(bucket.entries.size());
+    int64_t largest = 0;
+    for (int64_t p = 0; p < parameters; ++p)
+      largest = std::max(largest, host_begin[p + 1] - host_begin[p]);
+    Tensor begin = Tensor::from_indices(host_begin, {parameters + 1}).to(device);
+    Tensor scales = Tensor::zeros({parameters}, DType::f32, device);
+    const int64_t chunks = gpu::ternary_prepare_chunks(largest);
+    Tensor scratch = Tensor::zeros({2 * parameters * chunks}, DType::f32, device);
+    float* g = bucket.flat.data<float>();
+    const int64_t n = bucket.flat.numel();
+    timed([&] {
+      gpu::ternary_prepare(g, nullptr, nullptr, g, begin.data<int64_t>(), parameters, chunks, clip_,
+                           scales.data<float>(), scratch.data<float>());
+    });
+    // On the GPU this orders the coding after the scales' all-reduce; the host goes on.
+    group.all_reduce(scales, ReduceOp::max)->wait();
+    const TernaryWire layout = ternary_wire(group.size(), 1, /*int16=*/false);
+    const gpu::TernaryLayout kernel_layout{layout.bits, layout.per_word, layout.dtype, 1};
+    Tensor wire = Tensor::zeros({layout.elements(n)}, layout.dtype, device);
+    keep_for_undo(steps_[bucket.index]);
+    const uint64_t seed = coding_seed(bucket, group.rank(), steps_[bucket.index]++);
+    timed([&] {
+      gpu::ternary_encode(g, scales.data<float>(), begin.data<int64_t>(), parameters, n, seed,
+                          nullptr, wire.raw_data(), kernel_layout);
+    });
+    const int world = group.size();
+    // The tensors the queued kernels read are held until the decode is queued; later kernels on
+    // the same stream that reuse their memory run after it.
+    return then(group.all_reduce(wire, ReduceOp::sum),
+                [this, g, n, wire, scales, begin, kernel_layout, parameters, world] {
+                  timed([&] {
+                    gpu::ternary_decode(wire.raw_data(), kernel_layout, world, scales.data<float>(),
+                                        begin.data<int64_t>(), parameters, n, g, nullptr);
+                  });
+                });
+  }
+
   float clip_;
   uint64_t seed_;
   std::map<int, uint64_t> steps_;

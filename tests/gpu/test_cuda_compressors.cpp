@@ -1,8 +1,12 @@
 // The compressors that run on GPU buckets, against the same compressors on CPU buckets, in a
 // group of one (where every reduction is the identity, so the pack and unpack are what is
 // compared): pactrain in fp32, bf16 and fp16, its ternary coding's error-feedback
-// bookkeeping, dense, fp16 and bf16, and the host-memory compressors through host staging.
+// bookkeeping, dense, fp16 and bf16, terngrad's native kernels, and the host-memory compressors
+// through host staging.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "comm/compressor.h"
 #include "comm/compressors/pactrain_kernels.h"
@@ -112,6 +116,27 @@ TEST_CASE("dense, fp16 and bf16 on GPU buckets match the CPU") {
 }
 
 TEST_CASE(
+    "topk, randomk, powersgd and signsgd on GPU buckets (through host staging) match the CPU") {
+  const std::vector<std::pair<std::string, comm::CompressorOptions>> cases = {
+      {"topk", {{"ratio", "0.25"}}},
+      {"randomk", {{"ratio", "0.25"}}},
+      {"powersgd", {{"rank", "2"}, {"start_iter", "0"}}},
+      {"signsgd", {}}};
+  for (const auto& [name, options] : cases) {
+    INFO("compressor " << name);
+    Setup cpu = make(Device::cpu(), name, options), gpu = make(Device::cuda(), name, options);
+    // Two steps, so that what each keeps between steps (residuals, momentum, Q) is compared too.
+    for (int s = 0; s < 2; ++s) {
+      auto a = step(cpu, 30 + s), b = step(gpu, 30 + s);
+      for (size_t i = 0; i < a.size(); ++i) {
+        CHECK(b[i].is_cuda());
+        CHECK(relative_error(b[i], a[i]) <= 1e-3);
+      }
+    }
+  }
+}
+
+TEST_CASE(
     "pactrain ternary on the GPU: what is received plus the new residual is the gradient "
     "plus the old residual, and the codes are multiples of the scale / levels up to the scale") {
   for (int levels : {1, 3}) {
@@ -160,6 +185,41 @@ TEST_CASE(
         residual[bucket.index] = now;
       }
     }
+  }
+}
+
+TEST_CASE(
+    "terngrad on GPU buckets, natively: each value is 0 or the layer's scale with the gradient's "
+    "sign, and the codes are unbiased") {
+  Setup reference = make(Device::cpu(), "dense", {});
+  Setup gpu = make(Device::cuda(), "terngrad", {{"clip", "0"}});
+  auto exact = step(reference, 21);
+  std::vector<std::vector<double>> mean(exact.size());
+  const int draws = 200;
+  for (int d = 0; d < draws; ++d) {
+    auto coded = step(gpu, 21);  // the same gradient; each step flips other coins
+    for (size_t i = 0; i < exact.size(); ++i) {
+      CHECK(coded[i].is_cuda());
+      auto g = exact[i].to_vector(), got = coded[i].to_vector();
+      float scale = 0.0f;  // clip=0: the largest magnitude of the layer (one per bucket here)
+      for (float v : g) scale = std::max(scale, std::fabs(v));
+      mean[i].resize(g.size());
+      for (size_t j = 0; j < g.size(); ++j) {
+        const bool zero = got[j] == 0.0f;
+        CHECK((zero || std::fabs(std::fabs(got[j]) - scale) <= 1e-5f * scale));
+        CHECK((zero || (got[j] > 0.0f) == (g[j] > 0.0f)));
+        mean[i][j] += got[j] / draws;
+      }
+    }
+  }
+  // Each draw's standard deviation is at most the scale: the mean of 200 is within 5 standard
+  // errors of the gradient.
+  for (size_t i = 0; i < exact.size(); ++i) {
+    auto g = exact[i].to_vector();
+    float scale = 0.0f;
+    for (float v : g) scale = std::max(scale, std::fabs(v));
+    for (size_t j = 0; j < g.size(); ++j)
+      CHECK(std::fabs(mean[i][j] - g[j]) <= 5.0 * scale / std::sqrt(double(draws)));
   }
 }
 
