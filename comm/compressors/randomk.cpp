@@ -7,6 +7,7 @@
 
 #include "comm/compressors/builtin.h"
 #include "core/generator.h"
+#include "core/ops.h"
 #include "core/option_reader.h"
 
 namespace pac::comm {
@@ -19,12 +20,17 @@ class RandomK : public Compressor {
       : ratio_(ratio), error_feedback_(error_feedback), seed_(seed) {}
   std::string name() const override { return "randomk"; }
 
+  // The indices are drawn on the host (the same on every rank and device); everything else is
+  // an op on the bucket's device, so GPU buckets never visit the host.
+  bool runs_on_gpu() const override { return true; }
+
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Tensor flat = bucket.flat;
+    const Device device = flat.device();
     int64_t n = flat.numel();
     int64_t k = std::clamp<int64_t>(static_cast<int64_t>(ratio_ * n), 1, n);
-    auto indices = std::make_shared<std::vector<int64_t>>();
-    Tensor values = Tensor::empty({k});
+    Tensor index;  // i32 [k]: the chosen positions, ascending
+    Tensor values = Tensor::empty({k}, DType::f32, device);
     keep_for_undo(steps_[bucket.index]);
     timed([&] {
       if (error_feedback_) keep_for_undo(residual_for(bucket));
@@ -41,29 +47,23 @@ class RandomK : public Compressor {
         chosen.push_back(t);
       }
       std::sort(chosen.begin(), chosen.end());
-      *indices = std::move(chosen);
-      float* acc = flat.data<float>();
-      if (error_feedback_) {
-        Tensor& residual = residual_for(bucket);
-        float* r = residual.data<float>();
-        for (int64_t i = 0; i < n; ++i) acc[i] += r[i];
-      }
-      float scale = error_feedback_ ? 1.0f : static_cast<float>(n) / static_cast<float>(k);
-      float* v = values.data<float>();
-      for (int64_t j = 0; j < k; ++j) v[j] = acc[(*indices)[j]] * scale;
+      Tensor host = Tensor::empty({k}, DType::i32);
+      for (int64_t j = 0; j < k; ++j) host.data<int32_t>()[j] = static_cast<int32_t>(chosen[j]);
+      index = host.to(device);
+      if (error_feedback_) add_(flat, residual_for(bucket));
+      index_gather_(values, flat, index);
+      if (!error_feedback_) scale_(values, static_cast<float>(n) / static_cast<float>(k));
       if (error_feedback_) {
         // The residual is everything not sent this step.
-        float* r = residual_for(bucket).data<float>();
-        std::copy(acc, acc + n, r);
-        for (int64_t j = 0; j < k; ++j) r[(*indices)[j]] = 0.0f;
+        Tensor& residual = residual_for(bucket);
+        residual.copy_(flat);
+        index_scatter_(residual, Tensor::zeros({k}, DType::f32, device), index);
       }
     });
-    return then(group.all_reduce(values, ReduceOp::avg), [this, flat, values, indices]() mutable {
+    return then(group.all_reduce(values, ReduceOp::avg), [this, flat, values, index]() mutable {
       timed([&] {
         flat.zero_();
-        float* out = flat.data<float>();
-        const float* v = values.data<float>();
-        for (size_t j = 0; j < indices->size(); ++j) out[(*indices)[j]] = v[j];
+        index_scatter_(flat, values, index);
       });
     });
   }
@@ -89,7 +89,7 @@ class RandomK : public Compressor {
  private:
   Tensor& residual_for(const Bucket& bucket) {
     Tensor& r = residuals_[bucket.index];
-    if (!r.defined()) r = Tensor::zeros(bucket.flat.shape());
+    if (!r.defined()) r = Tensor::zeros(bucket.flat.shape(), DType::f32, bucket.flat.device());
     return r;
   }
 
