@@ -2,6 +2,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/train_step.h"
+#include "comm/compressors/pactrain.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "prune/pruner.h"
@@ -45,7 +46,7 @@ std::string run_prune_report(const PruneReportOptions& options) {
       o.first_bucket_mb,
       o.compress_options.count("enc") ? o.compress_options.at("enc") : "fp32",
       options.world,
-      o.compress_options.count("levels") ? std::stoi(o.compress_options.at("levels")) : 1};
+      comm::pactrain_levels(o.compress_options)};
   out += fmt::format("{} on {} inputs\n", model->describe(),
                      fmt::join(models::example_input_shape(config), "x"));
   return out + prune::prune_report(*model, report);

@@ -13,6 +13,7 @@
 #include "apps/faults.h"
 #include "apps/outer_sync.h"
 #include "apps/train_step.h"
+#include "comm/compressors/pactrain.h"
 #include "comm/reducer.h"
 #include "core/allocator.h"
 #include "core/autograd.h"
@@ -191,9 +192,7 @@ TrainResult train(const TrainOptions& o) {
           ? o.compress_options.at("enc")
           : "fp32",
       world,
-      o.compress == "pactrain" && o.compress_options.count("levels")
-          ? std::stoi(o.compress_options.at("levels"))
-          : 1};
+      o.compress == "pactrain" ? comm::pactrain_levels(o.compress_options) : 1};
 
   RunPosition position;
   RunState loaded_run;

@@ -4,8 +4,9 @@
 # (the first convolution excluded) ramped by Zhu & Gupta's cubic schedule over epochs 2-8.
 # Each run writes out/accuracy/NAME.{log,jsonl}; the table is built from whatever runs exist.
 # Usage: bench/run_accuracy.sh [RUN ...]
-#   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary; with
-#        -levelsL: --compress-opt levels=L, codes in -L..L; with -noef: no error feedback), and the
+#   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary, codes
+#        in -3..3 since 2026-12-04; with -levelsL: --compress-opt levels=L, codes in -L..L, so
+#        t80-levels1 is TernGrad's code; with -noef: no error feedback), and the
 #        unpruned baselines: fp16, topk (DGC: 0.1%, momentum correction, the paper's per-epoch
 #        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD),
 #        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,

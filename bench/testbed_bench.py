@@ -46,9 +46,9 @@ for sparsity in (80, 90):
             "--prune", "magnitude", "--sparsity", str(sparsity / 100), "--prune-schedule",
             "oneshot:0", "--compress", "pactrain", "--compress-opt", f"enc={enc}"] + (
                 ["--compress-opt", "ef=1"] if enc == "ternary" else [])
-    # The finer code of the kept values (QSGD's levels): -3..3 steps of s/3.
-    OURS[f"pactrain{sparsity}-ternary-levels3"] = OURS[f"pactrain{sparsity}-ternary"] + [
-        "--compress-opt", "levels=3"]
+    # The default codes in -3..3 steps of s/3; levels=1 is TernGrad's -1, 0, 1.
+    OURS[f"pactrain{sparsity}-ternary-levels1"] = OURS[f"pactrain{sparsity}-ternary"] + [
+        "--compress-opt", "levels=1"]
 PEERS = {"torch-allreduce": "allreduce", "torch-fp16": "fp16", "torch-powersgd2": "powersgd2",
          "torch-powersgd4": "powersgd4"}
 MODELS = {  # our options for the shapes of bench/peers/torch_step.py

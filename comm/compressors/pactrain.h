@@ -18,4 +18,11 @@ struct PactrainLayout {
 
 PactrainLayout pactrain_layout(const Bucket& bucket);
 
+// The levels L of the stochastic code that `pactrain` with these --compress-opt options uses
+// (codes in -L..L; 1 is TernGrad's ternary): `levels=L` if given, else 3 with enc=ternary or
+// auto (the default that trains as well as fp32, docs/pruning.md) and 1 otherwise. A clear error
+// for a levels that is not a whole number from 1 to 127.
+int pactrain_levels(const CompressorOptions& options);
+constexpr int kDefaultTernaryLevels = 3;
+
 }  // namespace pac::comm
