@@ -3,12 +3,15 @@
 // bit per entry, the sign of p, with one scale, mean |p|; it keeps what that loses,
 // e = p - scale * sign(p), for the next step. Signs cannot be summed as bits, so the ranks
 // all-gather [scale | sign bits] (1/32 of dense's bytes per rank, times P - 1 on a ring) and each
-// decodes the average of scale_r * sign_r. Options: error_feedback (default true).
+// decodes the average of scale_r * sign_r. Options: error_feedback (default true). On GPU buckets
+// the message is built and read by kernels (signsgd_kernels.h), the same bytes as on the CPU.
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "comm/compressors/builtin.h"
+#include "comm/compressors/signsgd_kernels.h"
+#include "core/ops.h"
 #include "core/option_reader.h"
 
 namespace pac::comm {
@@ -19,8 +22,10 @@ class SignSgd : public Compressor {
  public:
   explicit SignSgd(bool error_feedback) : error_feedback_(error_feedback) {}
   std::string name() const override { return "signsgd"; }
+  bool runs_on_gpu() const override { return true; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    if (bucket.flat.is_cuda()) return reduce_on_gpu(bucket, group);
     const int64_t n = bucket.flat.numel();
     const int64_t message = 4 + (n + 7) / 8;  // bytes: the scale, then the sign bits
     Tensor& residual = residuals_[bucket.index];
@@ -79,6 +84,31 @@ class SignSgd : public Compressor {
   void layout_changed(const Bucket& bucket) override { residuals_.erase(bucket.index); }
 
  private:
+  WorkPtr reduce_on_gpu(Bucket& bucket, ProcessGroup& group) {
+    const Device device = bucket.flat.device();
+    const int64_t n = bucket.flat.numel();
+    const int64_t message = 4 + (n + 7) / 8;
+    Tensor& residual = residuals_[bucket.index];
+    if (!residual.defined()) residual = Tensor::zeros({n}, DType::f32, device);
+    if (residual.device() != device) residual = residual.to(device);  // from a checkpoint
+    Tensor mine = Tensor::zeros({message}, DType::u8, device);
+    Tensor all = Tensor::empty({message * group.size()}, DType::u8, device);
+    Tensor flat = bucket.flat;
+    timed([&] {
+      if (error_feedback_) {
+        keep_for_undo(residual);
+        add_(flat, residual);  // p = g + e, built in the bucket
+      }
+      const Tensor l1 = sum(abs(flat));
+      gpu::sign_pack(flat.data<float>(), l1.data<float>(), n, mine.data<uint8_t>(),
+                     error_feedback_ ? residual.data<float>() : nullptr);
+    });
+    const int world = group.size();
+    return then(group.all_gather(mine, all), [this, flat, all, n, message, world]() mutable {
+      timed([&] { gpu::sign_unpack(all.data<uint8_t>(), message, world, n, flat.data<float>()); });
+    });
+  }
+
   bool error_feedback_;
   std::map<int, Tensor> residuals_;  // per bucket index: e, what the signs have not sent yet
 };
