@@ -4,12 +4,16 @@
 //   M += error;  P = M Q;  all-reduce(P);  orthogonalise P;  Q = M^T P;  all-reduce(Q);
 //   M' = P Q^T;  error = M - M'.
 // 1-D parameters and matrices too small to gain from it are all-reduced densely, and every
-// bucket goes dense for the first `start_iter` steps.
+// bucket goes dense for the first `start_iter` steps. On GPU buckets the same steps run there:
+// the products on cuBLAS, Gram-Schmidt as one kernel (powersgd_kernels.cu).
 #include <cmath>
 
 #include "comm/compressors/builtin.h"
+#include "comm/compressors/powersgd_kernels.h"
 #include "core/cpu/gemm.h"
+#include "core/cuda/kernels.h"
 #include "core/generator.h"
+#include "core/ops.h"
 #include "core/option_reader.h"
 
 namespace pac::comm {
@@ -17,7 +21,7 @@ namespace pac::comm {
 namespace {
 
 // Gram-Schmidt on the columns of p [rows, r], in place.
-void orthogonalise(float* p, int64_t rows, int64_t r) {
+void orthogonalise_host(float* p, int64_t rows, int64_t r) {
   for (int64_t j = 0; j < r; ++j) {
     for (int64_t k = 0; k < j; ++k) {
       double dot = 0.0;
@@ -31,11 +35,38 @@ void orthogonalise(float* p, int64_t rows, int64_t r) {
   }
 }
 
+// The few primitives the algorithm is made of, on the bucket's device (pointers into it).
+struct Primitives {
+  bool gpu = false;
+  // Row-major C = op(A) op(B), as cpu::sgemm.
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) const {
+    if (gpu)
+      cuda::gemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    else
+      cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  }
+  // a += sign * b
+  void accumulate(float* a, float sign, const float* b, int64_t n) const {
+    if (gpu) return cuda::axpy(a, sign, b, n);
+    for (int64_t i = 0; i < n; ++i) a[i] += sign * b[i];
+  }
+  void copy(float* dst, const float* src, int64_t n) const {
+    if (gpu) return cuda::copy_rows(dst, n, src, n, 1, n);
+    std::copy(src, src + n, dst);
+  }
+  void orthogonalise(float* p, int64_t rows, int64_t r) const {
+    if (gpu) return gpu::orthogonalise_columns(p, rows, r);
+    orthogonalise_host(p, rows, r);
+  }
+};
+
 class PowerSgd : public Compressor {
  public:
   PowerSgd(int64_t rank, int64_t start_iter, uint64_t seed)
       : rank_(rank), start_iter_(start_iter), seed_(seed) {}
   std::string name() const override { return "powersgd"; }
+  bool runs_on_gpu() const override { return true; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     keep_for_undo(steps_[bucket.index]);
@@ -44,6 +75,8 @@ class PowerSgd : public Compressor {
     }
     auto st = std::make_shared<std::vector<Matrix>>();
     Tensor flat = bucket.flat;
+    const Device device = flat.device();
+    const Primitives on{!device.is_cpu()};
     std::vector<int64_t> dense_positions;
     Tensor all_p;
     timed([&] {
@@ -55,47 +88,47 @@ class PowerSgd : public Compressor {
           for (int64_t i = 0; i < entry.numel; ++i) dense_positions.push_back(entry.offset + i);
           continue;
         }
-        st->push_back(matrix_state(bucket.index, e, entry, f.rows, f.cols, f.r));
+        st->push_back(matrix_state(bucket.index, e, entry, f.rows, f.cols, f.r, device));
         keep_for_undo(st->back().q);
         keep_for_undo(st->back().error);
         st->back().p_offset = p_total;
         p_total += f.rows * f.r;
       }
-      all_p = Tensor::empty({p_total});
+      all_p = Tensor::empty({p_total}, DType::f32, device);
       for (auto& m : *st) {
         float* M = flat.data<float>() + m.offset;  // M += error, then P = M Q
-        const float* err = m.error.data<float>();
-        for (int64_t i = 0; i < m.rows * m.cols; ++i) M[i] += err[i];
-        cpu::sgemm(false, false, m.rows, m.r, m.cols, 1.0f, M, m.cols, m.q.data<float>(), m.r, 0.0f,
-                   all_p.data<float>() + m.p_offset, m.r);
+        on.accumulate(M, 1.0f, m.error.data<float>(), m.rows * m.cols);
+        on.gemm(false, false, m.rows, m.r, m.cols, M, m.cols, m.q.data<float>(), m.r,
+                all_p.data<float>() + m.p_offset, m.r);
       }
     });
-    Tensor dense = Tensor::empty({static_cast<int64_t>(dense_positions.size())});
-    for (size_t j = 0; j < dense_positions.size(); ++j) {
-      dense.data<float>()[j] = flat.data<float>()[dense_positions[j]];
-    }
+    // The values that travel densely, gathered by position (on the bucket's device).
+    Tensor dense_index = Tensor::empty({static_cast<int64_t>(dense_positions.size())}, DType::i32);
+    for (size_t j = 0; j < dense_positions.size(); ++j)
+      dense_index.data<int32_t>()[j] = static_cast<int32_t>(dense_positions[j]);
+    dense_index = dense_index.to(device);
+    Tensor dense = Tensor::empty({dense_index.numel()}, DType::f32, device);
+    if (dense.numel()) index_gather_(dense, flat, dense_index);
     std::vector<WorkPtr> first;
     if (dense.numel()) first.push_back(group.all_reduce(dense, ReduceOp::avg));
     if (all_p.numel()) first.push_back(group.all_reduce(all_p, ReduceOp::avg));
     if (first.empty()) return group.all_reduce(flat, ReduceOp::avg);
     ProcessGroup* g = &group;
-    return then(first.back(), [this, first, st, flat, all_p, dense, dense_positions, g]() mutable {
+    return then(first.back(), [this, first, st, flat, all_p, dense, dense_index, g, on]() mutable {
       for (auto& w : first) w->wait();
-      for (size_t j = 0; j < dense_positions.size(); ++j) {
-        flat.data<float>()[dense_positions[j]] = dense.data<float>()[j];
-      }
+      if (dense.numel()) index_scatter_(flat, dense, dense_index);
       if (st->empty()) return;
       int64_t q_total = 0;
       for (auto& m : *st) q_total += m.cols * m.r;
-      Tensor all_q = Tensor::empty({q_total});
+      Tensor all_q = Tensor::empty({q_total}, DType::f32, flat.device());
       timed([&] {
         int64_t q_at = 0;
         for (auto& m : *st) {
           float* p = all_p.data<float>() + m.p_offset;
-          orthogonalise(p, m.rows, m.r);
+          on.orthogonalise(p, m.rows, m.r);
           // Q = M^T P
-          cpu::sgemm(true, false, m.cols, m.r, m.rows, 1.0f, flat.data<float>() + m.offset, m.cols,
-                     p, m.r, 0.0f, all_q.data<float>() + q_at, m.r);
+          on.gemm(true, false, m.cols, m.r, m.rows, flat.data<float>() + m.offset, m.cols, p, m.r,
+                  all_q.data<float>() + q_at, m.r);
           q_at += m.cols * m.r;
         }
       });
@@ -106,12 +139,12 @@ class PowerSgd : public Compressor {
           float* M = flat.data<float>() + m.offset;
           float* err = m.error.data<float>();
           float* q = m.q.data<float>();
-          std::copy(all_q.data<float>() + q_at, all_q.data<float>() + q_at + m.cols * m.r, q);
+          on.copy(q, all_q.data<float>() + q_at, m.cols * m.r);
           q_at += m.cols * m.r;
-          std::copy(M, M + m.rows * m.cols, err);  // error = M - P Q^T
-          cpu::sgemm(false, true, m.rows, m.cols, m.r, 1.0f, all_p.data<float>() + m.p_offset, m.r,
-                     q, m.r, 0.0f, M, m.cols);
-          for (int64_t i = 0; i < m.rows * m.cols; ++i) err[i] -= M[i];
+          on.copy(err, M, m.rows * m.cols);  // error = M - P Q^T
+          on.gemm(false, true, m.rows, m.cols, m.r, all_p.data<float>() + m.p_offset, m.r, q, m.r,
+                  M, m.cols);
+          on.accumulate(err, -1.0f, M, m.rows * m.cols);
         }
       });
     });
@@ -178,16 +211,26 @@ class PowerSgd : public Compressor {
   };
 
   Matrix matrix_state(int bucket, size_t entry, const BucketEntry& e, int64_t rows, int64_t cols,
-                      int64_t r) {
+                      int64_t r, Device device) {
     auto key = std::make_pair(bucket, entry);
     auto it = matrices_.find(key);
     if (it == matrices_.end()) {
       // Every rank draws the same initial Q (same seed), as PyTorch's hook does.
       Generator g(seed_ + 7919u * static_cast<uint64_t>(bucket) + entry);
-      Matrix m{e.offset, rows, cols, r, 0, g.randn({cols, r}), Tensor::zeros({rows, cols})};
+      Matrix m{e.offset,
+               rows,
+               cols,
+               r,
+               0,
+               g.randn({cols, r}).to(device),
+               Tensor::zeros({rows, cols}, DType::f32, device)};
       it = matrices_.emplace(key, m).first;
     }
-    return it->second;  // shares the q and error storage
+    Matrix& m = it->second;
+    // A checkpoint's state arrives in host memory.
+    if (m.q.device() != device) m.q = m.q.to(device);
+    if (m.error.device() != device) m.error = m.error.to(device);
+    return m;  // shares the q and error storage
   }
 
   int64_t rank_, start_iter_;

@@ -1,8 +1,8 @@
 // The compressors that run on GPU buckets, against the same compressors on CPU buckets, in a
 // group of one (where every reduction is the identity, so the pack and unpack are what is
 // compared): pactrain in fp32, bf16 and fp16, its ternary coding's error-feedback
-// bookkeeping, dense, fp16 and bf16, the native paths of terngrad, randomk and signsgd, and the
-// host-memory compressors through host staging.
+// bookkeeping, dense, fp16 and bf16, the native paths of terngrad, randomk, powersgd and signsgd,
+// and topk through host staging.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -116,8 +116,8 @@ TEST_CASE("dense, fp16 and bf16 on GPU buckets match the CPU") {
 }
 
 TEST_CASE(
-    "topk, randomk, powersgd and signsgd on GPU buckets match the CPU (randomk and signsgd "
-    "natively, randomk with the same indices; topk and powersgd through host staging)") {
+    "topk, randomk, powersgd and signsgd on GPU buckets match the CPU (randomk, powersgd and "
+    "signsgd natively, randomk with the same indices; topk through host staging)") {
   const std::vector<std::pair<std::string, comm::CompressorOptions>> cases = {
       {"topk", {{"ratio", "0.25"}}},
       {"randomk", {{"ratio", "0.25"}}},
