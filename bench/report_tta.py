@@ -40,9 +40,16 @@ LABELS = {"p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pac
           "torch-powersgd4": "PyTorch DDP PowerSGD rank 4"}
 
 
+def split_seed(run):
+    """'t80-levels3-seed2' -> ('t80-levels3', 2); a run without the suffix has seed 1."""
+    m = re.match(r"^(.+)-seed([0-9]+)$", run)
+    return (m.group(1), int(m.group(2))) if m else (run, 1)
+
+
 def testbed_method(run):
     """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
-    (a bare localH / dilocoH is dense's)."""
+    (a bare localH / dilocoH is dense's); a -seedN suffix times as the run without it."""
+    run = split_seed(run)[0]
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return METHODS.get(run)
@@ -51,6 +58,9 @@ def testbed_method(run):
 
 
 def label(run):
+    run, seed = split_seed(run)
+    if seed != 1:
+        return f"{label(run)}, seed {seed}"
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return LABELS.get(run, run)
