@@ -76,6 +76,43 @@ check "hosts: each host's link shaped at 500 Mbit/s" \
   bash -c "[ \$(grep -c 'tbf .*rate 500Mbit' '$out') -eq 2 ]"
 check "hosts: every namespace removed" [ "$(ours)" -eq "$before" ]
 
+# A slow link paces a small message too: its token bucket holds about a millisecond of the rate,
+# so 35 kB sent after the link was idle takes the 28 ms it takes at 10 Mbit/s, not the time of a
+# burst at the interface's own speed (the 1 MB bucket of before let it through in under 2 ms).
+receiver="$(mktemp --suffix .py)"
+cat >"$receiver" <<'PY'
+import socket
+s = socket.socket()
+s.bind(("10.77.0.2", 5555))
+s.listen(1)
+c, _ = s.accept()
+n = 0
+while n < 35000:
+    n += len(c.recv(65536))
+c.sendall(b"k")
+PY
+"$testbed" --mode hosts --ranks 2 --rate 10mbit -- /usr/bin/env python3 -c '
+import os, socket, subprocess, sys, time
+peer = subprocess.Popen([os.environ["TESTBED_RSH"], "10.77.0.2", "python3", sys.argv[1]])
+for _ in range(200):
+    try:
+        s = socket.create_connection(("10.77.0.2", 5555))
+        break
+    except OSError:
+        time.sleep(0.05)
+time.sleep(0.5)  # idle: a bucket fills up
+start = time.time()
+s.sendall(b"x" * 35000)
+s.recv(1)
+took = time.time() - start
+peer.wait()
+print(f"35 kB in {1000 * took:.1f} ms")
+sys.exit(0 if took > 0.02 else 1)' "$receiver" >"$out" 2>&1
+status=$?
+rm -f "$receiver"
+check "hosts: 35 kB after an idle link takes at least 20 ms at 10 Mbit/s ($(tail -1 "$out"))" \
+  [ "$status" -eq 0 ]
+
 # The benchmarks' launcher for hosts mode leaves each rank every core of this machine: each
 # "host" is this machine, and a binding per host would put every rank on core 0.
 "$testbed" --mode hosts --ranks 2 --rate 500mbit -- sh -c "cd '$root/bench' && python3 -c \
