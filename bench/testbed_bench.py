@@ -138,6 +138,17 @@ def split_sync(method):
     return m.group(1), ["--sync", f"{m.group(2)}:{m.group(3)}"], int(m.group(3))
 
 
+def without_momentum(command):
+    """command, with `--momentum 0` taken out of what it returns."""
+    def wrapped(metrics, ranks):
+        out = command(metrics, ranks)
+        for i in range(len(out) - 1):
+            if out[i] == "--momentum" and out[i + 1] == "0":
+                return out[:i] + out[i + 2:]
+        return out
+    return wrapped
+
+
 def ours(model, method, args, compute_only=False):
     """Our trainer under mpiexec; compute-only: one process per rank, each training alone (no
     communication), all at the same time, so that they share the cores as the ranks of a real run
@@ -162,6 +173,8 @@ def ours(model, method, args, compute_only=False):
                 *(OURS["dense"] if compute_only else OURS[method] + sync)]
         files = [os.path.join(tmp, f"metrics{i}.jsonl")
                  for i in range(args.ranks if compute_only else 1)]
+        if model in GPTS:  # AdamW has no SGD momentum to turn off (DGC's correction replaces it)
+            command = without_momentum(command)
         run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)
         records = [json.loads(line) for f in files for line in open(f)]
     steps_ = [r for r in records if r["kind"] == "step" and r["step"] > warmup]
