@@ -138,15 +138,14 @@ def split_sync(method):
     return m.group(1), ["--sync", f"{m.group(2)}:{m.group(3)}"], int(m.group(3))
 
 
-def without_momentum(command):
-    """command, with `--momentum 0` taken out of what it returns."""
-    def wrapped(metrics, ranks):
-        out = command(metrics, ranks)
-        for i in range(len(out) - 1):
-            if out[i] == "--momentum" and out[i + 1] == "0":
-                return out[:i] + out[i + 2:]
-        return out
-    return wrapped
+def method_options(model, method):
+    """OURS[method] for `model`. The language models train with AdamW, which has no SGD momentum
+    for DGC's `--momentum 0` to turn off (the trainer refuses --momentum with AdamW)."""
+    options = OURS[method]
+    if model in GPTS and "--momentum" in options:
+        i = options.index("--momentum")
+        options = options[:i] + options[i + 2:]
+    return options
 
 
 def ours(model, method, args, compute_only=False):
@@ -170,11 +169,9 @@ def ours(model, method, args, compute_only=False):
                 *model_options(model, steps, ranks, args.batch, text),
                 "--batch", str(args.batch), "--max-steps", str(steps),
                 "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
-                *(OURS["dense"] if compute_only else OURS[method] + sync)]
+                *(OURS["dense"] if compute_only else method_options(model, method) + sync)]
         files = [os.path.join(tmp, f"metrics{i}.jsonl")
                  for i in range(args.ranks if compute_only else 1)]
-        if model in GPTS:  # AdamW has no SGD momentum to turn off (DGC's correction replaces it)
-            command = without_momentum(command)
         run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)
         records = [json.loads(line) for f in files for line in open(f)]
     steps_ = [r for r in records if r["kind"] == "step" and r["step"] > warmup]

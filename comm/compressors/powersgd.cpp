@@ -102,11 +102,15 @@ class PowerSgd : public Compressor {
                 all_p.data<float>() + m.p_offset, m.r);
       }
     });
-    // The values that travel densely, gathered by position (on the bucket's device).
-    Tensor dense_index = Tensor::empty({static_cast<int64_t>(dense_positions.size())}, DType::i32);
-    for (size_t j = 0; j < dense_positions.size(); ++j)
-      dense_index.data<int32_t>()[j] = static_cast<int32_t>(dense_positions[j]);
-    dense_index = dense_index.to(device);
+    // The values that travel densely, gathered by position (on the bucket's device; the positions
+    // are copied there once per layout).
+    Tensor& dense_index = dense_indices_[bucket.index];
+    if (!dense_index.defined()) {
+      Tensor host = Tensor::empty({static_cast<int64_t>(dense_positions.size())}, DType::i32);
+      for (size_t j = 0; j < dense_positions.size(); ++j)
+        host.data<int32_t>()[j] = static_cast<int32_t>(dense_positions[j]);
+      dense_index = host.to(device);
+    }
     Tensor dense = Tensor::empty({dense_index.numel()}, DType::f32, device);
     if (dense.numel()) index_gather_(dense, flat, dense_index);
     std::vector<WorkPtr> first;
@@ -183,10 +187,11 @@ class PowerSgd : public Compressor {
     read.finish();
   }
 
-  // The factors and errors hold offsets into the old layout; the step counter stays.
+  // The factors, errors and dense positions belong to the old layout; the step counter stays.
   void layout_changed(const Bucket& bucket) override {
     for (auto it = matrices_.begin(); it != matrices_.end();)
       it = it->first.first == bucket.index ? matrices_.erase(it) : std::next(it);
+    dense_indices_.erase(bucket.index);
   }
 
  private:
@@ -236,6 +241,7 @@ class PowerSgd : public Compressor {
   int64_t rank_, start_iter_;
   uint64_t seed_;
   std::map<std::pair<int, size_t>, Matrix> matrices_;
+  std::map<int, Tensor> dense_indices_;  // by bucket index: positions that travel densely
   std::map<int, uint64_t> steps_;
 };
 

@@ -47,7 +47,9 @@ class RandomK : public Compressor {
         chosen.push_back(t);
       }
       std::sort(chosen.begin(), chosen.end());
-      Tensor host = Tensor::empty({k}, DType::i32);
+      // Pinned for a GPU bucket: the copy is then queued on the stream instead of waited for.
+      Tensor host =
+          device.is_cpu() ? Tensor::empty({k}, DType::i32) : Tensor::empty_pinned({k}, DType::i32);
       for (int64_t j = 0; j < k; ++j) host.data<int32_t>()[j] = static_cast<int32_t>(chosen[j]);
       index = host.to(device);
       if (error_feedback_) add_(flat, residual_for(bucket));

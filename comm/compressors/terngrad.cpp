@@ -54,6 +54,9 @@ class TernGrad : public Compressor {
                 });
   }
 
+  // The segments moved with the mask; the step counter stays.
+  void layout_changed(const Bucket& bucket) override { device_segments_.erase(bucket.index); }
+
   StateDict state() const override {
     StateDict out;
     save_per_bucket(out, "steps", steps_);
@@ -83,17 +86,34 @@ class TernGrad : public Compressor {
 
   // The same three passes as kernels on the bucket itself. The wire is packed words (never one
   // int16 per value: NCCL has no 16-bit integer type).
-  WorkPtr reduce_on_gpu(Bucket& bucket, ProcessGroup& group) {
-    const Device device = bucket.flat.device();
+  // A GPU bucket's segments on the device, with the first pass's blocks per segment and their
+  // scratch: built once per layout, so a step copies nothing from the host.
+  struct DeviceSegments {
+    Tensor begin, scratch;
+    int64_t chunks = 1;
+  };
+  const DeviceSegments& device_segments(const Bucket& bucket) {
+    DeviceSegments& d = device_segments_[bucket.index];
+    if (d.begin.defined()) return d;
     const std::vector<int64_t> host_begin = segments(bucket);
     const int64_t parameters = static_cast<int64_t>(bucket.entries.size());
     int64_t largest = 0;
     for (int64_t p = 0; p < parameters; ++p)
       largest = std::max(largest, host_begin[p + 1] - host_begin[p]);
-    Tensor begin = Tensor::from_indices(host_begin, {parameters + 1}).to(device);
+    d.chunks = gpu::ternary_prepare_chunks(largest);
+    d.begin = Tensor::from_indices(host_begin, {parameters + 1}).to(bucket.flat.device());
+    d.scratch = Tensor::zeros({2 * parameters * d.chunks}, DType::f32, bucket.flat.device());
+    return d;
+  }
+
+  WorkPtr reduce_on_gpu(Bucket& bucket, ProcessGroup& group) {
+    const Device device = bucket.flat.device();
+    const int64_t parameters = static_cast<int64_t>(bucket.entries.size());
+    const DeviceSegments& layout_on_device = device_segments(bucket);
+    const Tensor begin = layout_on_device.begin;
     Tensor scales = Tensor::zeros({parameters}, DType::f32, device);
-    const int64_t chunks = gpu::ternary_prepare_chunks(largest);
-    Tensor scratch = Tensor::zeros({2 * parameters * chunks}, DType::f32, device);
+    const int64_t chunks = layout_on_device.chunks;
+    Tensor scratch = layout_on_device.scratch;
     float* g = bucket.flat.data<float>();
     const int64_t n = bucket.flat.numel();
     timed([&] {
@@ -126,6 +146,7 @@ class TernGrad : public Compressor {
   float clip_;
   uint64_t seed_;
   std::map<int, uint64_t> steps_;
+  std::map<int, DeviceSegments> device_segments_;  // by bucket index, GPU buckets only
 };
 
 }  // namespace
