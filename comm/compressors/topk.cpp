@@ -12,10 +12,14 @@
 //                  (sparsity 75%, 93.75%, 98.4375%, 99.6%), each for one epoch of S steps, for
 //                  the first E epochs, then `ratio` (99.9% sparsity: ratio=0.001);
 //   clip=C         local gradient clipping to norm C / sqrt(world size) before accumulating.
+// On GPU buckets the same steps run as kernels (topk_kernels.h): a radix select instead of
+// nth_element, the same values and indices on the wire.
 #include <algorithm>
 #include <cmath>
 
 #include "comm/compressors/builtin.h"
+#include "comm/compressors/topk_kernels.h"
+#include "core/ops.h"
 #include "core/option_reader.h"
 
 namespace pac::comm {
@@ -32,16 +36,13 @@ class TopK : public Compressor {
   };
   explicit TopK(const Options& options) : o_(options) {}
   std::string name() const override { return "topk"; }
+  bool runs_on_gpu() const override { return true; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
+    if (bucket.flat.is_cuda()) return reduce_on_gpu(bucket, group);
     Tensor flat = bucket.flat;
     State& st = state_for(bucket);
-    keep_for_undo(st.steps);
-    int64_t candidates = static_cast<int64_t>(st.sparse_positions.size());
-    double density = density_at(st.steps++);
-    int64_t k = candidates
-                    ? std::clamp<int64_t>(static_cast<int64_t>(density * candidates), 1, candidates)
-                    : 0;
+    const int64_t k = next_k(st);
     int world = group.size();
     auto values = Tensor::empty({k}), indices = Tensor::empty({k}, DType::i32);
     auto dense = Tensor::empty({static_cast<int64_t>(st.dense_positions.size())});
@@ -141,8 +142,87 @@ class TopK : public Compressor {
   struct State {
     Tensor residual, velocity;
     std::vector<int32_t> sparse_positions, dense_positions;
+    Tensor sparse_on_device, dense_on_device;  // the same positions, for GPU buckets
     int64_t steps = 0;
   };
+
+  // This step's k, from the warm-up's density; advances the step count.
+  int64_t next_k(State& st) {
+    keep_for_undo(st.steps);
+    const int64_t candidates = static_cast<int64_t>(st.sparse_positions.size());
+    const double density = density_at(st.steps++);
+    if (candidates == 0) return 0;
+    return std::clamp<int64_t>(static_cast<int64_t>(density * candidates), 1, candidates);
+  }
+
+  // The CPU path's steps as kernels, with nothing copied to or from the host.
+  WorkPtr reduce_on_gpu(Bucket& bucket, ProcessGroup& group) {
+    const Device device = bucket.flat.device();
+    Tensor flat = bucket.flat;
+    State& st = state_for(bucket);
+    if (st.residual.device() != device) {  // from a checkpoint, or a first step
+      st.residual = st.residual.to(device);
+      st.velocity = st.velocity.to(device);
+    }
+    if (!st.sparse_on_device.defined()) {
+      st.sparse_on_device = on_device(st.sparse_positions, device);
+      st.dense_on_device = on_device(st.dense_positions, device);
+    }
+    const int64_t k = next_k(st), m = st.sparse_on_device.numel();
+    const int world = group.size();
+    auto values = Tensor::empty({k}, DType::f32, device);
+    auto indices = Tensor::empty({k}, DType::i32, device);
+    auto dense = Tensor::empty({st.dense_on_device.numel()}, DType::f32, device);
+    timed([&] {
+      keep_for_undo(st.residual);
+      if (o_.momentum > 0.0) keep_for_undo(st.velocity);
+      Tensor sum_squares;
+      if (o_.clip > 0.0) sum_squares = sum(mul(flat, flat));
+      gpu::topk_accumulate(flat.data<float>(), flat.numel(),
+                           o_.clip > 0.0 ? sum_squares.data<float>() : nullptr,
+                           static_cast<float>(o_.clip / std::sqrt(static_cast<double>(world))),
+                           o_.momentum > 0.0 ? st.velocity.data<float>() : nullptr,
+                           static_cast<float>(o_.momentum), st.residual.data<float>());
+      if (k > 0) {
+        Tensor scratch = Tensor::empty({gpu::topk_select_scratch_bytes(m)}, DType::u8, device);
+        gpu::topk_select(flat.data<float>(), st.sparse_on_device.data<int32_t>(), m, k,
+                         indices.data<int32_t>(), scratch.data<uint8_t>());
+        gpu::topk_take(flat.data<float>(), indices.data<int32_t>(), k, values.data<float>(),
+                       st.residual.data<float>(),
+                       o_.momentum > 0.0 && o_.masking ? st.velocity.data<float>() : nullptr);
+      }
+      gpu::topk_take(flat.data<float>(), st.dense_on_device.data<int32_t>(), dense.numel(),
+                     dense.data<float>(), st.residual.data<float>(), nullptr);
+    });
+    auto all_values = Tensor::empty({k * world}, DType::f32, device),
+         all_indices = Tensor::empty({k * world}, DType::i32, device);
+    std::vector<WorkPtr> pending{group.all_gather(values, all_values),
+                                 group.all_gather(indices, all_indices)};
+    if (dense.numel() > 0) pending.push_back(group.all_reduce(dense, ReduceOp::avg));
+    auto last = pending.back();
+    Tensor dense_positions = st.dense_on_device;
+    return then(last, [this, flat, all_values, all_indices, dense, dense_positions, pending, k,
+                       world]() mutable {
+      for (auto& w : pending) w->wait();
+      timed([&] {
+        flat.zero_();
+        // Rank by rank, as the CPU path sums them: within one rank the indices are distinct.
+        const float share = 1.0f / static_cast<float>(world);
+        for (int r = 0; r < world; ++r) {
+          gpu::topk_scatter_add(all_values.data<float>() + r * k,
+                                all_indices.data<int32_t>() + r * k, k, share, flat.data<float>());
+        }
+        gpu::topk_scatter(dense.data<float>(), dense_positions.data<int32_t>(), dense.numel(),
+                          flat.data<float>());
+      });
+    });
+  }
+
+  static Tensor on_device(const std::vector<int32_t>& positions, Device device) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(positions.size())}, DType::i32);
+    std::copy(positions.begin(), positions.end(), t.data<int32_t>());
+    return t.to(device);
+  }
 
   // DGC's warm-up: 25%, then exponentially down to the target density over warmup_steps; or by
   // epoch, a quarter of the previous epoch's density, for warmup_epochs epochs.

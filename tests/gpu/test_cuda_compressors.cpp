@@ -1,8 +1,8 @@
 // The compressors that run on GPU buckets, against the same compressors on CPU buckets, in a
 // group of one (where every reduction is the identity, so the pack and unpack are what is
 // compared): pactrain in fp32, bf16 and fp16, its ternary coding's error-feedback
-// bookkeeping, dense, fp16 and bf16, the native paths of terngrad, randomk, powersgd and signsgd,
-// and topk through host staging.
+// bookkeeping, dense, fp16 and bf16, and the native paths of topk, terngrad, randomk, powersgd
+// and signsgd.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "comm/compressor.h"
 #include "comm/compressors/pactrain_kernels.h"
 #include "comm/compressors/ternary_codec.h"
+#include "comm/compressors/topk_kernels.h"
 #include "comm/reducer.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
@@ -117,9 +118,50 @@ TEST_CASE("dense, fp16 and bf16 on GPU buckets match the CPU") {
   }
 }
 
+TEST_CASE("topk's radix select on the GPU: the k largest magnitudes, ties in candidate order") {
+  // Candidates at every position but each fifth, and a run of values of equal magnitude (both
+  // signs) among them, so that some k cut through the ties.
+  const int64_t n = 120000;
+  std::vector<float> acc = Generator(11).randn({n}).to_vector();
+  for (int64_t i = 50000; i < 51000; ++i) acc[i] = i % 2 ? 3.0f : -3.0f;  // 800 candidates
+  std::vector<int32_t> positions;
+  for (int64_t i = 0; i < n; ++i)
+    if (i % 5 != 0) positions.push_back(static_cast<int32_t>(i));
+  const int64_t m = static_cast<int64_t>(positions.size());
+  std::vector<float> magnitudes;
+  for (int32_t p : positions) magnitudes.push_back(std::fabs(acc[p]));
+  std::sort(magnitudes.begin(), magnitudes.end(), std::greater<float>());
+  const int64_t above = std::count_if(magnitudes.begin(), magnitudes.end(),
+                                      [](float v) { return v > 3.0f; });  // about 250
+  REQUIRE(above > 0);
+  Tensor acc_gpu = Tensor::from_vector(acc, {n}).to(Device::cuda());
+  Tensor positions_host = Tensor::empty({m}, DType::i32);
+  std::copy(positions.begin(), positions.end(), positions_host.data<int32_t>());
+  Tensor positions_gpu = positions_host.to(Device::cuda());
+  for (int64_t k : {int64_t{1}, int64_t{37}, above, above + 5, above + 300, above + 800, m}) {
+    CAPTURE(k);
+    // What the select must give: above the k-th largest magnitude in candidate order, then ties.
+    const float threshold = magnitudes[k - 1];
+    std::vector<int32_t> expected;
+    for (int32_t p : positions)
+      if (std::fabs(acc[p]) > threshold) expected.push_back(p);
+    for (int32_t p : positions)
+      if (std::fabs(acc[p]) == threshold && static_cast<int64_t>(expected.size()) < k)
+        expected.push_back(p);
+    Tensor chosen = Tensor::zeros({k}, DType::i32, Device::cuda());
+    Tensor scratch =
+        Tensor::empty({comm::gpu::topk_select_scratch_bytes(m)}, DType::u8, Device::cuda());
+    comm::gpu::topk_select(acc_gpu.data<float>(), positions_gpu.data<int32_t>(), m, k,
+                           chosen.data<int32_t>(), scratch.data<uint8_t>());
+    Tensor got = chosen.cpu();
+    std::vector<int32_t> got_positions(got.data<int32_t>(), got.data<int32_t>() + k);
+    CHECK(got_positions == expected);
+  }
+}
+
 TEST_CASE(
-    "topk, randomk, powersgd and signsgd on GPU buckets match the CPU (randomk, powersgd and "
-    "signsgd natively, randomk with the same indices; topk through host staging)") {
+    "topk, randomk, powersgd and signsgd on GPU buckets match the CPU, natively (randomk with "
+    "the same indices)") {
   const std::vector<std::pair<std::string, comm::CompressorOptions>> cases = {
       {"topk", {{"ratio", "0.25"}}},
       {"randomk", {{"ratio", "0.25"}}},
