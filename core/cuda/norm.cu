@@ -1,5 +1,8 @@
-// Layer norm as custom kernels (one block per row), batch norm through cuDNN in training and as
-// one elementwise pass in evaluation.
+// Layer norm as custom kernels (one block per row); batch norm as custom kernels in training
+// (chunked per-channel sums, then one elementwise pass) and as one elementwise pass in evaluation.
+#include <algorithm>
+
+#include "core/allocator.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
 
@@ -110,31 +113,89 @@ void layer_norm_backward(const float* x, const float* weight, const float* mean,
   PAC_CUDA_LAUNCH_CHECK();
 }
 
-// --- batch norm: cuDNN's spatial mode normalises each channel over N and the plane ---
+// --- batch norm: each channel normalised over N and the plane, [n, c, s] ---
+// Training mode takes each channel's statistics in one read, split into chunks so that a few
+// wide channels still fill the GPU: every block sums its chunk, and one thread per channel adds
+// the chunks in double. Sums are taken of x - K, K a value of the channel (its first), so that
+// sum((x - K)^2) - sum(x - K)^2 / M does not cancel as the raw sums would when the mean is large
+// against the spread.
 namespace {
 
-struct BatchNormDescriptors {
-  cudnnTensorDescriptor_t data = nullptr, channels = nullptr;
-  BatchNormDescriptors(int64_t n, int64_t c, int64_t s) {
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&data));
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&channels));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(data, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                           static_cast<int>(n), static_cast<int>(c),
-                                           static_cast<int>(s), 1));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(channels, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                           static_cast<int>(c), 1, 1));
+// Blocks per channel: enough blocks in all to fill an H200 several times over, none with fewer
+// than 8 values a thread.
+int64_t batch_norm_chunks(int64_t c, int64_t per_channel) {
+  const int64_t wanted = (132 * 4 + c - 1) / c;
+  const int64_t most = std::max<int64_t>(1, per_channel / (kThreads * 8));
+  return std::clamp<int64_t>(wanted, 1, most);
+}
+
+// The t-th of the channel's values: image t / s, plane position t % s.
+__device__ inline int64_t channel_index(int64_t t, int64_t ch, int64_t c, int64_t s) {
+  return (t / s * c + ch) * s + t % s;
+}
+
+// Block (chunk, ch): partial[(ch * chunks + chunk) * 2 + {0, 1}] = the chunk's sums of a and b,
+// a = x - K and b = (x - K)^2 (statistics) or a = dy and b = dy * (x - mean) (backward).
+template <bool kBackward>
+__global__ void batch_norm_partial_sums_kernel(const float* x, const float* grad_y,
+                                               const float* mean, int64_t c, int64_t s, int64_t m,
+                                               float* partial) {
+  __shared__ float scratch[32];
+  const int64_t ch = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  const int64_t length = (m + chunks - 1) / chunks;
+  const int64_t first = chunk * length, end = min(m, first + length);
+  const float k = kBackward ? mean[ch] : x[ch * s];
+  float a = 0.0f, b = 0.0f;
+  for (int64_t t = first + threadIdx.x; t < end; t += blockDim.x) {
+    const int64_t i = channel_index(t, ch, c, s);
+    const float centred = x[i] - k;
+    if (kBackward) {
+      a += grad_y[i];
+      b += grad_y[i] * centred;
+    } else {
+      a += centred;
+      b += centred * centred;
+    }
   }
-  ~BatchNormDescriptors() {
-    cudnnDestroyTensorDescriptor(data);
-    cudnnDestroyTensorDescriptor(channels);
+  a = block_sum(a, scratch);
+  b = block_sum(b, scratch);
+  if (threadIdx.x == 0) {
+    partial[(ch * chunks + chunk) * 2] = a;
+    partial[(ch * chunks + chunk) * 2 + 1] = b;
   }
-  BatchNormDescriptors(const BatchNormDescriptors&) = delete;
-  BatchNormDescriptors& operator=(const BatchNormDescriptors&) = delete;
+}
+
+// The chunks' sums of one channel, in double.
+__device__ inline void add_chunks(const float* partial, int64_t ch, int64_t chunks, double* a,
+                                  double* b) {
+  *a = 0.0;
+  *b = 0.0;
+  for (int64_t j = 0; j < chunks; ++j) {
+    *a += partial[(ch * chunks + j) * 2];
+    *b += partial[(ch * chunks + j) * 2 + 1];
+  }
+}
+
+// A scratch buffer from the caching allocator for one call.
+class Scratch {
+ public:
+  explicit Scratch(int64_t floats)
+      : bytes_(static_cast<size_t>(floats) * sizeof(float)),
+        data_(static_cast<float*>(cuda_allocate(bytes_))) {}
+  ~Scratch() { cuda_free(data_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* data() const { return data_; }
+
+ private:
+  size_t bytes_;
+  float* data_;
 };
 
-void check_epsilon(float eps) {
-  PAC_CHECK(eps >= CUDNN_BN_MIN_EPSILON, "batch_norm: eps {} is below cuDNN's minimum {}", eps,
-            CUDNN_BN_MIN_EPSILON);
+void check_batch_norm_shape(int64_t n, int64_t c) {
+  PAC_CHECK(n <= 65535 && c <= 65535,
+            "batch_norm: the GPU kernels take at most 65535 images and channels, got {} and {}", n,
+            c);
 }
 
 }  // namespace
@@ -156,26 +217,63 @@ void batch_norm_forward_training(const float* x, const float* weight, const floa
                                  float* running_mean, float* running_var, float* save_mean,
                                  float* save_invstd, int64_t n, int64_t c, int64_t s,
                                  float momentum, float eps) {
-  check_epsilon(eps);
-  BatchNormDescriptors desc(n, c, s);
-  const float one = 1.0f, zero = 0.0f;
-  // cuDNN updates the running variance with the unbiased batch variance, as PyTorch does.
-  CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc.data, x, desc.data, y, desc.channels,
-      weight, bias, momentum, running_mean, running_var, eps, save_mean, save_invstd));
+  check_batch_norm_shape(n, c);
+  const int64_t m = n * s, chunks = batch_norm_chunks(c, m);
+  Scratch partial(c * chunks * 2);
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(c));
+  batch_norm_partial_sums_kernel<false>
+      <<<grid, kThreads, 0, compute_stream()>>>(x, nullptr, nullptr, c, s, m, partial.data());
+  PAC_CUDA_LAUNCH_CHECK();
+  const float* sums = partial.data();
+  // Per channel: mean and 1/std (the biased variance normalises the batch), and the running
+  // statistics (the unbiased variance, as PyTorch and the CPU path keep them).
+  for_each(c, [=] __device__(int64_t ch) {
+    double shifted, squares;
+    add_chunks(sums, ch, chunks, &shifted, &squares);
+    const double count = static_cast<double>(m);
+    const double mean = x[ch * s] + shifted / count;
+    const double centred_squares = fmax(squares - shifted * shifted / count, 0.0);
+    save_mean[ch] = static_cast<float>(mean);
+    save_invstd[ch] = static_cast<float>(1.0 / sqrt(centred_squares / count + eps));
+    if (running_mean != nullptr) {
+      running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
+      running_var[ch] = static_cast<float>((1.0 - momentum) * running_var[ch] +
+                                           momentum * centred_squares / (count - 1.0));
+    }
+  });
+  for_each(n * c * s, [=] __device__(int64_t i) {
+    const int64_t ch = (i / s) % c;
+    y[i] = (x[i] - save_mean[ch]) * (save_invstd[ch] * weight[ch]) + bias[ch];
+  });
 }
 
 void batch_norm_backward_training(const float* x, const float* weight, const float* save_mean,
                                   const float* save_invstd, const float* grad_y, float* grad_x,
                                   float* grad_weight, float* grad_bias, int64_t n, int64_t c,
-                                  int64_t s, float eps) {
-  check_epsilon(eps);
-  BatchNormDescriptors desc(n, c, s);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
-                                              &zero, desc.data, x, desc.data, grad_y, desc.data,
-                                              grad_x, desc.channels, weight, grad_weight, grad_bias,
-                                              eps, save_mean, save_invstd));
+                                  int64_t s, float) {
+  check_batch_norm_shape(n, c);
+  const int64_t m = n * s, chunks = batch_norm_chunks(c, m);
+  Scratch partial(c * chunks * 2);
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(c));
+  batch_norm_partial_sums_kernel<true>
+      <<<grid, kThreads, 0, compute_stream()>>>(x, grad_y, save_mean, c, s, m, partial.data());
+  PAC_CUDA_LAUNCH_CHECK();
+  // sum(dy) is the bias's gradient and sum(dy * xhat) the weight's; the mean terms of the input's
+  // gradient are the same sums over M (the batch statistics depend on x).
+  const float* sums = partial.data();
+  for_each(c, [=] __device__(int64_t ch) {
+    double dy, dy_centred;
+    add_chunks(sums, ch, chunks, &dy, &dy_centred);
+    grad_bias[ch] = static_cast<float>(dy);
+    grad_weight[ch] = static_cast<float>(dy_centred * save_invstd[ch]);
+  });
+  for_each(n * c * s, [=] __device__(int64_t i) {
+    const int64_t ch = (i / s) % c;
+    const float count = static_cast<float>(m), inv = save_invstd[ch];
+    const float xhat = (x[i] - save_mean[ch]) * inv;
+    grad_x[i] =
+        weight[ch] * inv * (grad_y[i] - grad_bias[ch] / count - xhat * grad_weight[ch] / count);
+  });
 }
 
 }  // namespace pac::cuda

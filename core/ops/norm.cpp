@@ -1,7 +1,7 @@
 // Batch normalisation (per channel over N, H, W) and layer normalisation (per row over the
 // trailing dimensions). Both save the input and the per-group mean and 1/std, and recompute the
-// normalised values in backward. On the GPU, batch norm in training mode is cuDNN's, in evaluation
-// mode a composition of elementwise ops; layer norm has its own kernels (core/cuda/norm.cu).
+// normalised values in backward. On the GPU both have their own kernels (core/cuda/norm.cu); batch
+// norm in evaluation mode with gradients flowing is a composition of elementwise ops.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -76,9 +76,9 @@ class BatchNormBackward : public Node {
 };
 
 // --- batch norm on the GPU ---
-class CudnnBatchNormBackward : public Node {
+class CudaBatchNormBackward : public Node {
  public:
-  CudnnBatchNormBackward(Tensor x, Tensor weight, Tensor save_mean, Tensor save_invstd, float eps)
+  CudaBatchNormBackward(Tensor x, Tensor weight, Tensor save_mean, Tensor save_invstd, float eps)
       : x_(std::move(x)),
         weight_(std::move(weight)),
         save_mean_(std::move(save_mean)),
@@ -87,7 +87,7 @@ class CudnnBatchNormBackward : public Node {
   std::string name() const override { return "BatchNormBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     int64_t n = x_.size(0), c = x_.size(1), s = x_.numel() / (n * c);
-    // cuDNN always writes all three gradients.
+    // The kernels always write all three gradients.
     Tensor gx = detail::empty_on(x_.shape(), g);
     Tensor gw = detail::empty_on({c}, g);
     Tensor gb = detail::empty_on({c}, g);
@@ -137,8 +137,8 @@ static Tensor batch_norm_cuda(const Tensor& x, const Tensor& weight, const Tenso
       running_var.defined() ? running_var.data<float>() : nullptr, save_mean.data<float>(),
       save_invstd.data<float>(), n, c, s, momentum, eps);
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<CudnnBatchNormBackward>(x.detach(), w.detach(), save_mean,
-                                                         save_invstd, eps);
+    auto node = std::make_shared<CudaBatchNormBackward>(x.detach(), w.detach(), save_mean,
+                                                        save_invstd, eps);
     detail::record(y, {x, weight, bias}, node);
   }
   return y;

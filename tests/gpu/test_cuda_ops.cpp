@@ -238,9 +238,10 @@ TEST_CASE("pooling: max and average through cuDNN, adaptive average") {
 }
 
 TEST_CASE(
-    "batch norm (cuDNN in training; in evaluation one fused pass, or ops when gradients flow) and "
-    "layer norm") {
-  for (Shape shape : {Shape{4, 3, 5, 5}, Shape{16, 6}}) {
+    "batch norm (chunked sums in training; in evaluation one fused pass, or ops when gradients "
+    "flow) and layer norm") {
+  // The last shape has channels of 18,432 values, summed in several chunks each.
+  for (Shape shape : {Shape{4, 3, 5, 5}, Shape{16, 6}, Shape{32, 5, 24, 24}}) {
     int64_t c = shape[1];
     Tensor rm = randn({c}, 34), rv = positive({c}, 35);
     Tensor cpu_rm = rm.clone(), cpu_rv = rv.clone();
@@ -277,6 +278,18 @@ TEST_CASE(
       CHECK(relative_error(got.cpu(), want) <= 1e-5);
     }
   }
+  // A channel whose mean is large against its spread keeps its variance.
+  Tensor rm = Tensor::zeros({4}), rv = Tensor::ones({4});
+  Tensor gpu_rm = rm.to(Device::cuda()), gpu_rv = rv.to(Device::cuda());
+  check_against_cpu(
+      "batch_norm training, mean 50", {randn({8, 4, 16, 16}, 50)},
+      [&](const Inputs& t) {
+        const bool gpu = t[0].is_cuda();
+        return batch_norm(add_scalar(t[0], 50.0f), Tensor(), Tensor(), gpu ? gpu_rm : rm,
+                          gpu ? gpu_rv : rv, true, 0.1f, 1e-5f);
+      },
+      1e-3);
+  CHECK(relative_error(gpu_rv, rv) <= 1e-4);
   check_against_cpu(
       "layer_norm", {randn({6, 7, 96}, 42), positive({96}, 43), randn({96}, 44)},
       [](const Inputs& t) { return layer_norm(t[0], {96}, t[1], t[2]); }, 1e-4);
