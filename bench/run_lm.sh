@@ -15,14 +15,18 @@
 #        nano-2-dilocoH (2 ranks, dense, synchronising every H steps: docs/local-sgd.md; with -fF
 #        streaming DiLoCo in F fragments; evaluated
 #        at the end only, as the ranks' models differ between synchronisations); --table prints
-#        the table.
+#        the table;
+#        mini-2 and torch-mini-2: gpt-mini (nanoGPT's shakespeare-char model: 6 layers, 6 heads,
+#        width 384, context 256) on 2 ranks, batch 8 each, dense, the same schedule and dropout 0
+#        (the peer has none), 1000 steps unless --steps says otherwise (about 30 minutes on the
+#        2-core machine), evaluated every 100 steps on 20 batches.
 #   Default: nano torch-nano nano-2 nano-2-t80.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 out="$root/out/lm"
 text="$root/../shared/data/tinyshakespeare.txt"
-steps=2000
+steps=""  # 2000 for gpt-nano, 1000 for gpt-mini
 runs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#runs[@]} -eq 0 ] && runs=(nano torch-nano nano-2 nano-2-t80)
+mini_steps="${steps:-1000}" steps="${steps:-2000}"
 [ "${runs[0]}" = --table ] && runs=()
 mkdir -p "$out"
 [ ${#runs[@]} -gt 0 ] && [ ! -f "$text" ] && { echo "no text file '$text' (--text FILE)" >&2; exit 2; }
@@ -49,6 +54,15 @@ every=(--eval-every 250)
 peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text" --steps "$steps"
       --depth 4 --heads 4 --dim 128 --context 64 --batch 12 --lr 1e-3 --min-lr 1e-4 --warmup 100
       --beta2 0.99 --weight-decay 0.1 --clip-grad 1 --eval-every 250 --eval-iters 20 --seed 1)
+# gpt-mini: the same optimiser and schedule over mini_steps, batch 8 per rank.
+mini=(--model gpt-mini --data text --text-file "$text" --batch 8 --max-steps "$mini_steps"
+      --epochs 1000 --optimizer adamw --lr 1e-3 --schedule cosine:1e-4 --warmup 100
+      --beta2 0.99 --weight-decay 0.1 --no-decay-1d --clip-grad 1 --dropout 0
+      --eval-every 100 --eval-iters 20 --threads 1 --seed 1 --log-every 50)
+mini_peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text"
+           --steps "$mini_steps" --depth 6 --heads 6 --dim 384 --context 256 --batch 8 --lr 1e-3
+           --min-lr 1e-4 --warmup 100 --beta2 0.99 --weight-decay 0.1 --clip-grad 1
+           --eval-every 100 --eval-iters 20 --seed 1)
 
 for run in "${runs[@]+"${runs[@]}"}"; do
   case "$run" in
@@ -76,13 +90,17 @@ for run in "${runs[@]+"${runs[@]}"}"; do
              --prune-schedule gradual:200:1200:100)
       mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" "${prune[@]}" \
         --compress pactrain "${codec[@]}" --metrics "$out/$run.jsonl" ;;
+    mini-2) mpirun -np 2 "$build/pactrain" train "${mini[@]}" --metrics "$out/$run.jsonl" ;;
+    torch-mini-2)
+      "$root/scripts/setup.sh" python3-torch >/dev/null
+      "${mini_peer[@]}" --ranks 2 --metrics "$out/$run.jsonl" ;;
     torch-nano | torch-nano-2)
       "$root/scripts/setup.sh" python3-torch >/dev/null
       ranks=1; [ "$run" = torch-nano-2 ] && ranks=2
       "${peer[@]}" --ranks "$ranks" --metrics "$out/$run.jsonl" ;;
     *) echo "unknown run '$run'; expected nano, torch-nano, nano-2, nano-2-t80, nano-2-p80," \
             "nano-2-t80-layer, nano-2-p80-layer (t80 runs with -levelsL or -noef)," \
-            "nano-2-localH, nano-2-dilocoH or torch-nano-2" >&2
+            "nano-2-localH, nano-2-dilocoH, torch-nano-2, mini-2 or torch-mini-2" >&2
        exit 2 ;;
   esac > "$out/$run.log" 2>&1
 done
@@ -96,7 +114,7 @@ extra = sorted(f[:-6] for f in os.listdir(out)
                if f.endswith(".jsonl") and any(k in f for k in ("-local", "-diloco", "-levels",
                                                                 "-noef")))
 for run in ("nano", "torch-nano", "nano-2", "torch-nano-2", "nano-2-p80", "nano-2-t80",
-            "nano-2-p80-layer", "nano-2-t80-layer", *extra):
+            "nano-2-p80-layer", "nano-2-t80-layer", "mini-2", "torch-mini-2", *extra):
     path = os.path.join(out, run + ".jsonl")
     if not os.path.exists(path):
         continue
