@@ -67,7 +67,10 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model) {
+// `gradient_has_momentum`: the compressor applies momentum to the gradient (DGC's momentum
+// correction), so SGD's momentum moves the weight decay alone.
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model,
+                                                 bool gradient_has_momentum) {
   optim::NamedParameters params = model.named_parameters();
   PAC_CHECK(o.optimizer == "adamw" || (o.beta1 == 0.9f && o.beta2 == 0.999f && o.decay_1d),
             "--beta1, --beta2 and --no-decay-1d apply to --optimizer adamw, not {}", o.optimizer);
@@ -77,7 +80,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
             o.optimizer);
   if (o.optimizer == "sgd") {
     return std::make_unique<optim::Sgd>(
-        params, optim::SgdOptions{o.lr, o.momentum, 0.0f, o.weight_decay, o.nesterov});
+        params, optim::SgdOptions{o.lr, o.momentum, 0.0f, o.weight_decay, o.nesterov,
+                                  gradient_has_momentum});
   }
   if (o.optimizer == "adamw") {
     return std::make_unique<optim::AdamW>(
@@ -137,14 +141,19 @@ TrainResult train(const TrainOptions& o) {
   nn::ModulePtr model = models::make_model(config);
   // Every rank draws the same initial weights on the host; then the model moves.
   model->to(device.is_cpu() ? device : Device::cuda(current_cuda_device()));
-  auto optimizer = make_optimizer(o, *model);
+  std::unique_ptr<comm::Compressor> compressor;
+  if (world > 1 || o.compress != "dense") {
+    compressor = comm::make_compressor(o.compress, o.compress_options);
+  }
+  const bool gradient_has_momentum = compressor && compressor->applies_momentum();
+  auto optimizer = make_optimizer(o, *model, gradient_has_momentum);
 
   const Device model_device = model->parameters().front()->data().device();
   check_ranks_agree(*group, o, config);
   std::unique_ptr<comm::Reducer> reducer;
-  if (world > 1 || o.compress != "dense") {
+  if (compressor) {
     reducer = std::make_unique<comm::Reducer>(
-        *model, group, comm::make_compressor(o.compress, o.compress_options),
+        *model, group, std::move(compressor),
         comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, o.allow_unused_parameters});
   }
 
@@ -263,6 +272,12 @@ TrainResult train(const TrainOptions& o) {
     if (reducer) {
       std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n", world,
                   group->backend().c_str(), o.compress.c_str(), reducer->buckets().size());
+    }
+    if (gradient_has_momentum && o.momentum > 0.0f) {
+      std::printf(
+          "optimizer: sgd's momentum %g moves the weight decay only (the compressor's "
+          "momentum correction moves the gradient)\n",
+          static_cast<double>(o.momentum));
     }
     if (pruner) std::printf("pruning: %s\n", pruner->describe().c_str());
   }

@@ -28,12 +28,15 @@ METHODS = collections.OrderedDict([
     # levels=1, which the -levels1 runs ask for by name.
     ("t80-levels3", "pactrain80-ternary"), ("t90-levels3", "pactrain90-ternary"),
     ("t80-levels1", "pactrain80-ternary-levels1"), ("t90-levels1", "pactrain90-ternary-levels1"),
+    # topk before 2026-12-04: --momentum 0, so its weight decay had no momentum (DGC's has).
+    ("topk-decay-unmoved", "topk"),
     ("torch-allreduce", "torch-allreduce"), ("torch-fp16", "torch-fp16"),
     ("torch-powersgd2", "torch-powersgd2"), ("torch-powersgd4", "torch-powersgd4")])
 LABELS = {"p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pactrain 90% fp32",
           "t90": "pactrain 90% ternary", "t80-levels3": "pactrain 80% levels=3",
           "t90-levels3": "pactrain 90% levels=3", "t80-levels1": "pactrain 80% levels=1",
           "t90-levels1": "pactrain 90% levels=1", "topk": "topk (DGC 0.1%)",
+          "topk-decay-unmoved": "topk (DGC 0.1%), weight decay without momentum",
           "randomk": "randomk (1%)", "powersgd2": "powersgd rank 2", "powersgd4": "powersgd rank 4",
           "torch-allreduce": "PyTorch DDP", "torch-fp16": "PyTorch DDP fp16 hook",
           "torch-powersgd2": "PyTorch DDP PowerSGD rank 2",

@@ -64,9 +64,10 @@ for run in "${runs[@]+"${runs[@]}"}"; do
         --seed "$seed" > "$out/$name.log" 2>&1
       continue ;;
     dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
-    # DGC's momentum correction replaces the optimizer's momentum.
-    topk) momentum=(--momentum 0)
-          extra=(--compress topk --compress-opt ratio=0.001 --compress-opt momentum=0.9
+    # DGC's momentum correction moves the gradient; the optimizer's momentum then moves only
+    # the weight decay, as DGC's own optimizer (runs before 2026-12-04 trained with --momentum 0,
+    # so the weight decay had no momentum: topk-decay-unmoved).
+    topk) extra=(--compress topk --compress-opt ratio=0.001 --compress-opt momentum=0.9
                  --compress-opt warmup_epochs=4 --compress-opt "epoch_steps=$steps_per_epoch") ;;
     randomk) extra=(--compress randomk --compress-opt ratio=0.01) ;;
     powersgd[0-9]) extra=(--compress powersgd --compress-opt "rank=${base#powersgd}") ;;

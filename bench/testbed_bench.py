@@ -25,13 +25,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
 
 # Our methods: the --compress setting and its options. DGC's settings for topk: 0.1% density,
-# momentum correction 0.9 (with the optimizer's momentum off), factor masking, no warm-up (a
-# throughput run is too short for one).
+# momentum correction 0.9 (the optimizer's momentum then moves only the weight decay), factor
+# masking, no warm-up (a throughput run is too short for one).
 OURS = {
     "dense": ["--compress", "dense"],
     "fp16": ["--compress", "fp16"],
     "topk": ["--compress", "topk", "--compress-opt", "ratio=0.001", "--compress-opt",
-             "momentum=0.9", "--momentum", "0"],
+             "momentum=0.9"],
     "randomk": ["--compress", "randomk", "--compress-opt", "ratio=0.01"],
     "terngrad": ["--compress", "terngrad"],
     "signsgd": ["--compress", "signsgd"],
@@ -138,16 +138,6 @@ def split_sync(method):
     return m.group(1), ["--sync", f"{m.group(2)}:{m.group(3)}"], int(m.group(3))
 
 
-def method_options(model, method):
-    """OURS[method] for `model`. The language models train with AdamW, which has no SGD momentum
-    for DGC's `--momentum 0` to turn off (the trainer refuses --momentum with AdamW)."""
-    options = OURS[method]
-    if model in GPTS and "--momentum" in options:
-        i = options.index("--momentum")
-        options = options[:i] + options[i + 2:]
-    return options
-
-
 def ours(model, method, args, compute_only=False):
     """Our trainer under mpiexec; compute-only: one process per rank, each training alone (no
     communication), all at the same time, so that they share the cores as the ranks of a real run
@@ -169,7 +159,7 @@ def ours(model, method, args, compute_only=False):
                 *model_options(model, steps, ranks, args.batch, text),
                 "--batch", str(args.batch), "--max-steps", str(steps),
                 "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
-                *(OURS["dense"] if compute_only else method_options(model, method) + sync)]
+                *(OURS["dense"] if compute_only else OURS[method] + sync)]
         files = [os.path.join(tmp, f"metrics{i}.jsonl")
                  for i in range(args.ranks if compute_only else 1)]
         run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)

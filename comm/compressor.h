@@ -43,6 +43,10 @@ class Compressor {
   // Whether reduce() works on buckets in GPU memory (with the NCCL group). The Reducer refuses
   // GPU training with a compressor that says no.
   virtual bool runs_on_gpu() const { return false; }
+  // Whether reduce() applies momentum to the gradient itself (DGC's momentum correction): the
+  // optimizer's momentum must then move only the weight-decay term, as DGC's own optimizer does,
+  // or the gradient would get momentum twice and the weight decay none.
+  virtual bool applies_momentum() const { return false; }
   double codec_seconds() const { return codec_seconds_; }
   // What it decided per bucket, for the log (e.g. pactrain's encodings); empty if nothing.
   virtual std::string describe_buckets() const { return ""; }

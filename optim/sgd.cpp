@@ -22,20 +22,23 @@ void Sgd::update(nn::Parameter& p, const GradientView& grad, std::map<std::strin
   // Compact like the gradient: one value per kept entry.
   if (first) slots["momentum_buffer"] = Tensor::zeros({grad.count}, DType::f32, p.data().device());
   float* b = m != 0.0f ? slots["momentum_buffer"].data<float>() : nullptr;
+  const bool decay_only = options_.decay_momentum_only;
   if (p.data().is_cuda()) {
     gpu::sgd_step(w, b, {grad.values, grad.positions, grad.count}, lr, m, options_.dampening, wd,
-                  options_.nesterov, first);
+                  options_.nesterov, first, decay_only);
     return;
   }
   for (int64_t j = 0; j < grad.count; ++j) {
     int64_t i = grad.position(j);
-    float d = g[j] + wd * w[i];
+    // What the momentum moves: the whole direction, or only the weight decay.
+    const float moved = decay_only ? wd * w[i] : g[j] + wd * w[i];
+    const float unmoved = decay_only ? g[j] : 0.0f;
     if (!b) {
-      w[i] -= lr * d;
+      w[i] -= lr * (moved + unmoved);
       continue;
     }
-    b[j] = first ? d : m * b[j] + keep * d;
-    w[i] -= lr * (options_.nesterov ? d + m * b[j] : b[j]);
+    b[j] = first ? moved : m * b[j] + keep * moved;
+    w[i] -= lr * ((options_.nesterov ? moved + m * b[j] : b[j]) + unmoved);
   }
 }
 

@@ -7,18 +7,21 @@ namespace pac::optim::gpu {
 using cuda::for_each;
 
 void sgd_step(float* param, float* momentum_buf, const UpdateGrad& g, float lr, float momentum,
-              float dampening, float weight_decay, bool nesterov, bool first_step) {
+              float dampening, float weight_decay, bool nesterov, bool first_step,
+              bool decay_momentum_only) {
   const float keep = 1.0f - dampening;
   for_each(g.count, [=] __device__(int64_t j) {
     int64_t i = g.positions != nullptr ? g.positions[j] : j;
-    float d = g.values[j] + weight_decay * param[i];
+    const float moved =
+        decay_momentum_only ? weight_decay * param[i] : g.values[j] + weight_decay * param[i];
+    const float unmoved = decay_momentum_only ? g.values[j] : 0.0f;
     if (momentum_buf == nullptr) {
-      param[i] -= lr * d;
+      param[i] -= lr * (moved + unmoved);
       return;
     }
-    float b = first_step ? d : momentum * momentum_buf[j] + keep * d;
+    float b = first_step ? moved : momentum * momentum_buf[j] + keep * moved;
     momentum_buf[j] = b;
-    param[i] -= lr * (nesterov ? d + momentum * b : b);
+    param[i] -= lr * ((nesterov ? moved + momentum * b : b) + unmoved);
   });
 }
 

@@ -20,8 +20,10 @@ struct UpdateGrad {
 #ifdef PAC_WITH_CUDA
 // momentum_buf null: plain SGD. Otherwise buf = d on the first step, else momentum * buf +
 // (1 - dampening) d, with d = g + weight_decay * p; p -= lr * (Nesterov ? d + momentum buf : buf).
+// With decay_momentum_only, d = weight_decay * p, and g is added to the step unmoved.
 void sgd_step(float* param, float* momentum_buf, const UpdateGrad& grad, float lr, float momentum,
-              float dampening, float weight_decay, bool nesterov, bool first_step);
+              float dampening, float weight_decay, bool nesterov, bool first_step,
+              bool decay_momentum_only);
 // p = p * decay - step_size * m / (sqrt(v) / sqrt_bias2 + eps) after the moment updates.
 void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const UpdateGrad& grad,
                 float step_size, float sqrt_bias2, float beta1, float beta2, float eps,
@@ -29,7 +31,7 @@ void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const UpdateGra
 #else
 // Never reached without CUDA: no parameter can be on a GPU there.
 [[noreturn]] inline void sgd_step(float*, float*, const UpdateGrad&, float, float, float, float,
-                                  bool, bool) {
+                                  bool, bool, bool) {
   PAC_FAIL("this build of pactrain has no CUDA backend (reconfigure with -DPAC_CUDA=ON)");
 }
 [[noreturn]] inline void adamw_step(float*, float*, float*, const UpdateGrad&, float, float, float,

@@ -148,6 +148,47 @@ TEST_CASE("resuming a pruned run restores masks, criterion sums and the ternary 
   }
 }
 
+TEST_CASE(
+    "topk's momentum correction with SGD's momentum trains as dense momentum SGD when it sends "
+    "everything: the compressor moves the gradient, the optimizer only the weight decay") {
+  // Sending every value (ratio 1) with no factor masking, what topk sends is the momentum
+  // buffer of the gradient; SGD adds the momentum buffer of the weight decay. Together that is
+  // dense momentum SGD's buffer of gradient plus weight decay. Were the gradient given momentum
+  // twice (or the weight decay none), the weights would part at once.
+  TrainOptions o = small_run();
+  o.max_steps = 6;
+  o.weight_decay = 0.05f;
+  o.lr = 0.02f;
+  std::string dense_path = temp_path("dense.safetensors"),
+              topk_path = temp_path("topk.safetensors");
+  o.checkpoint = dense_path;
+  train(o);
+  o.compress = "topk";
+  o.compress_options = {{"ratio", "1"}, {"momentum", "0.9"}, {"masking", "0"}};
+  o.checkpoint = topk_path;
+  train(o);
+  TensorFile dense = load_safetensors(dense_path), topk = load_safetensors(topk_path);
+  int compared = 0;
+  for (const auto& [name, t] : dense.tensors) {
+    if (name.rfind("optimizer.", 0) == 0 || name.rfind("compressor.", 0) == 0 ||
+        t.dtype() != DType::f32 || !topk.tensors.count(name)) {
+      continue;
+    }
+    INFO(name);
+    std::vector<float> want = t.to_vector(), got = topk.tensors.at(name).to_vector();
+    REQUIRE(got.size() == want.size());
+    double worst = 0.0, scale = 1e-12;
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    }
+    CHECK(worst / scale <= 1e-4);
+    ++compared;
+  }
+  CHECK(compared > 20);  // every weight and norm parameter of the ResNet-20
+  for (const auto& path : {dense_path, topk_path}) fs::remove(path);
+}
+
 TEST_CASE("a checkpoint resumes only with the compressor and criterion it was trained with") {
   TrainOptions o = small_run();
   o.compress = "topk";

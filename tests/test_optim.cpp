@@ -58,6 +58,38 @@ TEST_CASE("SGD variants match torch.optim.SGD") {
               fixture("optim.sgd_dampening"));
 }
 
+TEST_CASE(
+    "SGD whose momentum moves only the weight decay is DGC's optimizer: the gradient, which "
+    "arrives with momentum already applied, is added as it comes") {
+  const float lr = 0.1f, m = 0.9f, wd = 0.05f;
+  for (bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    // DGC's DGCSGD step, written out: b = m b + wd p (wd p at first); d = Nesterov ? wd p + m b
+    // : b; p -= lr (d + g).
+    std::vector<double> p, b;
+    for (float v : fixture("optim.p0").to_vector()) p.push_back(v);
+    b.assign(p.size(), 0.0);
+    for (int i = 0; i < 5; ++i) {
+      std::vector<float> g = fixture("optim.g" + std::to_string(i)).to_vector();
+      for (size_t j = 0; j < p.size(); ++j) {
+        const double decay = wd * p[j];
+        b[j] = i == 0 ? decay : m * b[j] + decay;
+        p[j] -= lr * ((nesterov ? decay + m * b[j] : b[j]) + g[j]);
+      }
+    }
+    std::vector<float> want(p.begin(), p.end());
+    Tensor got = run_optimizer([&](auto& params) {
+      return optim::Sgd(params, {lr, m, 0.0f, wd, nesterov, /*decay_momentum_only=*/true});
+    });
+    check_close(got, Tensor::from_vector(want, got.shape()));
+  }
+  // Without weight decay the momentum has nothing to move: plain SGD on the gradient.
+  check_close(run_optimizer([](auto& params) {
+                return optim::Sgd(params, {0.1f, 0.9f, 0.0f, 0.0f, true, true});
+              }),
+              fixture("optim.sgd_plain"));
+}
+
 TEST_CASE("AdamW matches torch.optim.AdamW") {
   check_close(run_optimizer([](auto& p) {
                 return optim::AdamW(p, {0.01f, 0.9f, 0.99f, 1e-8f, 0.05f});

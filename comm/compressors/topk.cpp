@@ -4,7 +4,8 @@
 // step. 1-D parameters (biases, norms) are all-reduced densely, as DGC does.
 // Deep Gradient Compression's options (Lin et al. 2018):
 //   momentum=M     momentum correction: accumulate the velocity u = M u + g instead of g, so the
-//                  momentum is applied before sparsification (train with --momentum 0 then);
+//                  momentum is applied before sparsification; the optimizer's momentum (give
+//                  the same M) then moves only the weight decay, as in DGC's optimizer;
 //   masking=B      momentum factor masking: clear u where an entry was sent (default true);
 //   warmup_steps=N the density falls exponentially from 25% to `ratio` over the first N steps;
 //   warmup_epochs=E, epoch_steps=S
@@ -37,6 +38,7 @@ class TopK : public Compressor {
   explicit TopK(const Options& options) : o_(options) {}
   std::string name() const override { return "topk"; }
   bool runs_on_gpu() const override { return true; }
+  bool applies_momentum() const override { return o_.momentum > 0.0; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     if (bucket.flat.is_cuda()) return reduce_on_gpu(bucket, group);

@@ -89,7 +89,10 @@ TEST_CASE("a ViT-tiny training step on the GPU matches the CPU (SGD with momentu
 }
 
 TEST_CASE("pruned parameters: the fused updates on compact gradients and state match the CPU") {
-  for (bool adam : {false, true}) {
+  // 0: SGD, 1: AdamW, 2: SGD whose momentum moves only the weight decay (DGC's).
+  for (int kind : {0, 1, 2}) {
+    CAPTURE(kind);
+    const bool adam = kind == 1;
     Tensor w = Generator(5).randn({64});
     Tensor mask = Generator(6).bernoulli({64}, 0.5f);
     auto make = [&](Device device) {
@@ -106,8 +109,10 @@ TEST_CASE("pruned parameters: the fused updates on compact gradients and state m
       cpu_opt = std::make_unique<optim::AdamW>(cpu_params, optim::AdamWOptions{});
       gpu_opt = std::make_unique<optim::AdamW>(gpu_params, optim::AdamWOptions{});
     } else {
-      cpu_opt = std::make_unique<optim::Sgd>(cpu_params, optim::SgdOptions{0.1f, 0.9f});
-      gpu_opt = std::make_unique<optim::Sgd>(gpu_params, optim::SgdOptions{0.1f, 0.9f});
+      const optim::SgdOptions options{0.1f,      0.9f,     0.0f, kind == 2 ? 1e-2f : 0.0f,
+                                      kind == 2, kind == 2};
+      cpu_opt = std::make_unique<optim::Sgd>(cpu_params, options);
+      gpu_opt = std::make_unique<optim::Sgd>(gpu_params, options);
     }
     for (int step = 0; step < 6; ++step) {
       if (step == 3) {  // a smaller mask: the compact state follows it on both devices
