@@ -489,6 +489,9 @@ TrainResult train(const TrainOptions& o) {
     if (!leader) continue;
     nlohmann::json record = evaluation_record("epoch", epoch, result.test);
     record["train_loss"] = result.train_loss;
+    // Over every step of the epoch: the step records are a sample (--log-every), which with
+    // --sync would over-count the steps that synchronise.
+    record["bytes_per_step"] = result.bytes_per_step;
     metrics.write(record);
     if (!quiet) {
       std::printf("epoch %ld: train loss %.4f, %s loss %.4f, %s accuracy %.2f%% (%.0f s)\n",

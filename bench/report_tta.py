@@ -76,10 +76,23 @@ def curve(path):
     epochs = sorted((r for r in records if r["kind"] == "epoch"), key=lambda r: r["epoch"])
     out = []
     for e in epochs:
-        steps = [r for r in records if r["kind"] == "step" and r["epoch"] == e["epoch"]]
-        sent = sum(r["bytes_sent"] for r in steps) / len(steps) if steps else 0.0
-        out.append((e["test_acc"], sent))
+        out.append((e["test_acc"], epoch_bytes_per_step(records, e)))
     return out
+
+
+def epoch_bytes_per_step(records, epoch, steps_per_epoch=468):
+    """Bytes per step over one epoch: the epoch record's own figure where it has one (since
+    2026-12-04); else from the step records, which are a sample (every --log-every steps) plus,
+    in a --sync run, every step that synchronised, the only ones that send: their sum over the
+    epoch's steps."""
+    if "bytes_per_step" in epoch:
+        return epoch["bytes_per_step"]
+    steps = [r for r in records if r["kind"] == "step" and r["epoch"] == epoch["epoch"]]
+    if not steps:
+        return 0.0
+    if any(r.get("outer_s", 0.0) > 0.0 for r in steps):
+        return sum(r["bytes_sent"] for r in steps) / steps_per_epoch
+    return sum(r["bytes_sent"] for r in steps) / len(steps)
 
 
 def main():

@@ -107,13 +107,21 @@ steps = [r for r in records if r["kind"] == "step"]
 if not epochs:
     sys.exit(0)
 last_epoch = epochs[-1]["epoch"]
-tail = [r["bytes_sent"] for r in steps if r["epoch"] == last_epoch]
+tail = [r for r in steps if r["epoch"] == last_epoch]
+# The epoch record's own figure (every step) where it has one; else the step records, a sample
+# plus, with --sync, every step that synchronised (the only ones that send): their sum over 468.
+if "bytes_per_step" in epochs[-1]:
+    per_step = epochs[-1]["bytes_per_step"]
+elif any(r.get("outer_s", 0.0) > 0.0 for r in tail):
+    per_step = sum(r["bytes_sent"] for r in tail) / 468
+else:
+    per_step = sum(r["bytes_sent"] for r in tail) / max(len(tail), 1)
 best = max(epochs, key=lambda r: r["test_acc"])
 base = run.split("-")[0]
 pruned = base[0] in "pt" and base[1:].isdigit()
 enc = ("fp32" if base[0] == "p" else "ternary") if pruned else base
 sparsity = base[1:] + "%" if pruned else "0%"
 print(f"| {run} | {enc} | {sparsity} | {100 * epochs[-1]['test_acc']:.2f}% ({len(epochs)} epochs) "
-      f"| {100 * best['test_acc']:.2f}% (epoch {best['epoch'] + 1}) | {sum(tail) / max(len(tail), 1):,.0f} |")
+      f"| {100 * best['test_acc']:.2f}% (epoch {best['epoch'] + 1}) | {per_step:,.0f} |")
 PY
 done

@@ -23,3 +23,12 @@ awk -F'"loss":' '/"kind":"step"/ { split($2, a, ","); loss[n++] = a[1] }
     printf "'"$compressor"': loss %.3f -> %.3f over %d steps\n", first, last, n
     exit !(last < 0.8 * first)
   }' "$metrics"
+# The epoch record's bytes per step cover every step: with --log-every 1 (every step recorded),
+# the mean of the step records' bytes, synchronising steps and the others alike.
+awk '/"kind":"step"/ { match($0, /"bytes_sent":[0-9.e+]*/); sum += substr($0, RSTART + 13, RLENGTH - 13); n++ }
+  /"kind":"epoch"/ { match($0, /"bytes_per_step":[0-9.e+]*/); epoch = substr($0, RSTART + 17, RLENGTH - 17) }
+  END {
+    mean = sum / n
+    printf "bytes per step: epoch record %.1f, steps %.1f\n", epoch, mean
+    exit !(epoch != "" && (epoch - mean) ^ 2 <= (1e-6 * mean) ^ 2 + 1e-6)
+  }' "$metrics"
