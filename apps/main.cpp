@@ -224,6 +224,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train_cmd->add_option("--outer-momentum", o.outer_momentum, "diloco: the outer Nesterov momentum")
       ->capture_default_str();
+  train_cmd->add_option("--recalibrate-bn", o.recalibrate_bn,
+                        "re-estimate batch-norm statistics on N training batches before each "
+                        "evaluation (default: 20 with --sync diloco, else 0)");
   add_prune_options(train_cmd, o);
   train_cmd
       ->add_option("--prune-schedule", o.prune_schedule,

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "apps/checkpoint.h"
+#include "apps/data/loader.h"
 #include "apps/faults.h"
 #include "apps/outer_sync.h"
 #include "apps/train_step.h"
@@ -20,6 +21,7 @@
 #include "core/cpu/threads.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "layers/batch_norm.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
@@ -282,10 +284,43 @@ TrainResult train(const TrainOptions& o) {
     if (pruner) std::printf("pruning: %s\n", pruner->describe().c_str());
   }
 
+  // DiLoCo's outer step moves the weights past the average that the ranks' batch-norm statistics
+  // were gathered under, so that evaluation mode no longer fits them: re-estimate them first, on
+  // training batches that every rank draws alike (seeded by the epoch, so a resumed run draws the
+  // same), before rank 0's are shared.
+  PAC_CHECK(o.recalibrate_bn >= -1, "--recalibrate-bn must be >= 0, got {}", o.recalibrate_bn);
+  int64_t recalibrate_batches =
+      o.recalibrate_bn >= 0 ? o.recalibrate_bn : (sync_options.kind == "diloco" ? 20 : 0);
+  std::unique_ptr<data::Loader> recalibration_loader;
+  if (recalibrate_batches > 0 && !run_data.is_text()) {
+    recalibration_loader = std::make_unique<data::Loader>(
+        run_data.train,
+        data::LoaderOptions{o.batch, true, o.seed + 1, 0, 1, true, o.crop_padding, o.flip, false});
+    // The default takes what a small training set has; a number given must be there.
+    if (o.recalibrate_bn < 0) {
+      recalibrate_batches = std::min(recalibrate_batches, recalibration_loader->num_batches());
+    }
+    PAC_CHECK(recalibration_loader->num_batches() >= recalibrate_batches,
+              "--recalibrate-bn {}: the training set has only {} batches of {}",
+              recalibrate_batches, recalibration_loader->num_batches(), o.batch);
+  }
+  if (leader && !quiet && recalibration_loader) {
+    std::printf("evaluation: batch-norm statistics re-estimated on %ld training batches first\n",
+                static_cast<long>(recalibrate_batches));
+  }
+  auto recalibrate = [&] {
+    if (!recalibration_loader) return 0;
+    recalibration_loader->set_epoch(position.epoch);
+    return nn::recalibrate_batch_norm(*model, recalibrate_batches, [&](int64_t b) {
+      return recalibration_loader->batch(b).inputs.to(model_device);
+    });
+  };
+
   // Every rank evaluates a slice of the held-out data with rank 0's batch-norm statistics (the
   // only state that differs between replicas), so no rank idles long enough to look dead.
   const char* held_out = run_data.is_text() ? "validation" : "test";
   auto evaluate_now = [&] {
+    recalibrate();
     if (world > 1) {
       NoGradGuard no_grad;
       std::vector<comm::WorkPtr> pending;

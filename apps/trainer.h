@@ -52,6 +52,10 @@ struct TrainOptions {
   std::string sync = "step";
   int64_t sync_warmup = 0;
   float outer_lr = 0.7f, outer_momentum = 0.9f;
+  // Training batches on which batch-norm statistics are re-estimated before each evaluation
+  // (nn::recalibrate_batch_norm); -1: 20 with --sync diloco (whose outer step moves the weights
+  // past the statistics), else none.
+  int64_t recalibrate_bn = -1;
 
   // Pruning (prune/): a criterion name turns it on.
   std::string prune;

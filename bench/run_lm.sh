@@ -20,6 +20,7 @@
 #        width 384, context 256) on 2 ranks, batch 8 each, dense, the same schedule and dropout 0
 #        (the peer has none), 1000 steps unless --steps says otherwise (about 30 minutes on the
 #        2-core machine), evaluated every 100 steps on 20 batches.
+#   A last -seedN suffix on any run trains it with seed N instead of 1 (nano-seed2).
 #   Default: nano torch-nano nano-2 nano-2-t80.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,27 +50,32 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_
 recipe=(--model gpt-nano --data text --text-file "$text" --batch 12 --max-steps "$steps"
         --epochs 1000 --optimizer adamw --lr 1e-3 --schedule cosine:1e-4 --warmup 100
         --beta2 0.99 --weight-decay 0.1 --no-decay-1d --clip-grad 1
-        --eval-iters 20 --threads 1 --seed 1 --log-every 50)
+        --eval-iters 20 --threads 1 --log-every 50)
 every=(--eval-every 250)
 peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text" --steps "$steps"
       --depth 4 --heads 4 --dim 128 --context 64 --batch 12 --lr 1e-3 --min-lr 1e-4 --warmup 100
-      --beta2 0.99 --weight-decay 0.1 --clip-grad 1 --eval-every 250 --eval-iters 20 --seed 1)
+      --beta2 0.99 --weight-decay 0.1 --clip-grad 1 --eval-every 250 --eval-iters 20)
 # gpt-mini: the same optimiser and schedule over mini_steps, batch 8 per rank.
 mini=(--model gpt-mini --data text --text-file "$text" --batch 8 --max-steps "$mini_steps"
       --epochs 1000 --optimizer adamw --lr 1e-3 --schedule cosine:1e-4 --warmup 100
       --beta2 0.99 --weight-decay 0.1 --no-decay-1d --clip-grad 1 --dropout 0
-      --eval-every 100 --eval-iters 20 --threads 1 --seed 1 --log-every 50)
+      --eval-every 100 --eval-iters 20 --threads 1 --log-every 50)
 mini_peer=(/usr/bin/python3 "$root/bench/peers/torch_gpt.py" --text-file "$text"
            --steps "$mini_steps" --depth 6 --heads 6 --dim 384 --context 256 --batch 8 --lr 1e-3
            --min-lr 1e-4 --warmup 100 --beta2 0.99 --weight-decay 0.1 --clip-grad 1
-           --eval-every 100 --eval-iters 20 --seed 1)
+           --eval-every 100 --eval-iters 20)
 
 for run in "${runs[@]+"${runs[@]}"}"; do
+  # A last -seedN suffix trains the same run with seed N (default 1), e.g. nano-seed2.
+  name="$run" seed=1
+  if [[ "$run" =~ ^(.+)-seed([0-9]+)$ ]]; then
+    run="${BASH_REMATCH[1]}" seed="${BASH_REMATCH[2]}"
+  fi
   case "$run" in
-    nano) "$build/pactrain" train "${recipe[@]}" "${every[@]}" --metrics "$out/$run.jsonl" \
-            --checkpoint "$out/$run.safetensors" ;;
-    nano-2) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" \
-              --metrics "$out/$run.jsonl" ;;
+    nano) "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${every[@]}" --metrics "$out/$name.jsonl" \
+            --checkpoint "$out/$name.safetensors" ;;
+    nano-2) mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${every[@]}" \
+              --metrics "$out/$name.jsonl" ;;
     nano-2-local[0-9]* | nano-2-diloco[0-9]*)
       sync="${run#nano-2-}" fragments=""
       # nano-2-diloco32-f4: streaming, 4 fragments.
@@ -77,8 +83,8 @@ for run in "${runs[@]+"${runs[@]}"}"; do
         sync="${BASH_REMATCH[1]}" fragments=":fragments=${BASH_REMATCH[2]}"
       fi
       sync="${sync%%[0-9]*}:${sync##*[a-z]}$fragments"
-      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --sync "$sync" \
-        --metrics "$out/$run.jsonl" ;;
+      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --seed "$seed" --sync "$sync" \
+        --metrics "$out/$name.jsonl" ;;
     nano-2-p80 | nano-2-p80-layer | nano-2-t80 | nano-2-t80-layer | nano-2-t80*-levels[0-9]* | \
     nano-2-t80*-noef)
       scope=global codec=(--compress-opt enc=fp32)
@@ -88,21 +94,21 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       [[ "$run" == *-noef ]] && codec+=(--compress-opt ef=0 --compress-opt scale=fresh)
       prune=(--prune magnitude --sparsity 0.8 --prune-scope "$scope"
              --prune-schedule gradual:200:1200:100)
-      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" "${every[@]}" "${prune[@]}" \
-        --compress pactrain "${codec[@]}" --metrics "$out/$run.jsonl" ;;
-    mini-2) mpirun -np 2 "$build/pactrain" train "${mini[@]}" --metrics "$out/$run.jsonl" ;;
+      mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${every[@]}" "${prune[@]}" \
+        --compress pactrain "${codec[@]}" --metrics "$out/$name.jsonl" ;;
+    mini-2) mpirun -np 2 "$build/pactrain" train "${mini[@]}" --seed "$seed" --metrics "$out/$name.jsonl" ;;
     torch-mini-2)
       "$root/scripts/setup.sh" python3-torch >/dev/null
-      "${mini_peer[@]}" --ranks 2 --metrics "$out/$run.jsonl" ;;
+      "${mini_peer[@]}" --seed "$seed" --ranks 2 --metrics "$out/$name.jsonl" ;;
     torch-nano | torch-nano-2)
       "$root/scripts/setup.sh" python3-torch >/dev/null
       ranks=1; [ "$run" = torch-nano-2 ] && ranks=2
-      "${peer[@]}" --ranks "$ranks" --metrics "$out/$run.jsonl" ;;
+      "${peer[@]}" --seed "$seed" --ranks "$ranks" --metrics "$out/$name.jsonl" ;;
     *) echo "unknown run '$run'; expected nano, torch-nano, nano-2, nano-2-t80, nano-2-p80," \
             "nano-2-t80-layer, nano-2-p80-layer (t80 runs with -levelsL or -noef)," \
             "nano-2-localH, nano-2-dilocoH, torch-nano-2, mini-2 or torch-mini-2" >&2
        exit 2 ;;
-  esac > "$out/$run.log" 2>&1
+  esac > "$out/$name.log" 2>&1
 done
 
 /usr/bin/python3 - "$out" <<'PY'
@@ -112,7 +118,7 @@ print("| run | steps | validation loss (nats/char) | bits/char | median step s |
 print("|---|---:|---:|---:|---:|---|")
 extra = sorted(f[:-6] for f in os.listdir(out)
                if f.endswith(".jsonl") and any(k in f for k in ("-local", "-diloco", "-levels",
-                                                                "-noef")))
+                                                                "-noef", "-seed")))
 for run in ("nano", "torch-nano", "nano-2", "torch-nano-2", "nano-2-p80", "nano-2-t80",
             "nano-2-p80-layer", "nano-2-t80-layer", "mini-2", "torch-mini-2", *extra):
     path = os.path.join(out, run + ".jsonl")

@@ -182,3 +182,47 @@ TEST_CASE("self-attention matches torch.nn.MultiheadAttention with the same weig
   close(attn.out_proj->weight->grad(), ref["out_proj_weight.grad"], "grad out_proj.weight");
   close(attn.out_proj->bias->grad(), ref["out_proj_bias.grad"], "grad out_proj.bias");
 }
+
+TEST_CASE(
+    "recalibrating batch norm sets its running statistics to the mean over the batches given, "
+    "and leaves train flags and momenta as they were") {
+  auto bn = std::make_shared<nn::BatchNorm2d>(3);
+  nn::Sequential model({std::make_shared<nn::Linear>(3, 3), bn});
+  model.eval();
+  std::vector<Tensor> inputs;
+  for (int64_t t = 0; t < 4; ++t) inputs.push_back(Generator(60 + t).randn({5, 3}));
+  // What the statistics must be: per channel, the mean of the batches' means and of their
+  // unbiased variances, of the linear layer's outputs.
+  std::vector<double> mean(3, 0.0), var(3, 0.0);
+  for (const Tensor& x : inputs) {
+    std::vector<float> y = model.named_children()[0].second->forward(x).to_vector();  // [5, 3]
+    for (int c = 0; c < 3; ++c) {
+      double m = 0.0, s = 0.0;
+      for (int r = 0; r < 5; ++r) m += y[r * 3 + c] / 5.0;
+      for (int r = 0; r < 5; ++r) s += (y[r * 3 + c] - m) * (y[r * 3 + c] - m) / 4.0;
+      mean[c] += m / 4.0;
+      var[c] += s / 4.0;
+    }
+  }
+  int calls = 0;
+  CHECK(nn::recalibrate_batch_norm(model, 4, [&](int64_t t) {
+          ++calls;
+          return inputs[t];
+        }) == 1);
+  CHECK(calls == 4);
+  for (int c = 0; c < 3; ++c) {
+    CHECK(bn->running_mean.to_vector()[c] == doctest::Approx(mean[c]).epsilon(1e-5));
+    CHECK(bn->running_var.to_vector()[c] == doctest::Approx(var[c]).epsilon(1e-5));
+  }
+  CHECK(!model.is_training());
+  CHECK(!bn->is_training());
+  CHECK(bn->momentum() == 0.1f);
+  CHECK(!bn->weight->data().grad().defined());  // no gradients were recorded
+
+  // A model without batch norm: nothing to do, and no input drawn.
+  nn::Sequential plain({std::make_shared<nn::Linear>(3, 3)});
+  CHECK(nn::recalibrate_batch_norm(plain, 4, [&](int64_t) -> Tensor {
+          FAIL("no input should be drawn");
+          return Tensor();
+        }) == 0);
+}
