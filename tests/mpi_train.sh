@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end data-parallel check: 2 ranks train ResNet-20 on a Fashion-MNIST subset with the given
-# compressor, and the mean loss of the last 4 steps must be below 80% of the first 4.
+# compressor, and the mean loss of the last 4 steps must be below 80% of the first 4; with
+# MAX_TEST_LOSS in the environment, the test loss of the last evaluation must be below it too.
 # Usage: tests/mpi_train.sh PACTRAIN MPIEXEC COMPRESSOR [KEY=VALUE ...] [-- TRAIN OPTION ...]
 #        (compressor options, then options of `pactrain train`, e.g. -- --sync diloco:4)
 set -euo pipefail
@@ -32,3 +33,11 @@ awk '/"kind":"step"/ { match($0, /"bytes_sent":[0-9.e+]*/); sum += substr($0, RS
     printf "bytes per step: epoch record %.1f, steps %.1f\n", epoch, mean
     exit !(epoch != "" && (epoch - mean) ^ 2 <= (1e-6 * mean) ^ 2 + 1e-6)
   }' "$metrics"
+if [ -n "${MAX_TEST_LOSS:-}" ]; then
+  awk -v most="$MAX_TEST_LOSS" '/"kind":"epoch"/ {
+      match($0, /"test_loss":[0-9.e+-]*/); loss = substr($0, RSTART + 12, RLENGTH - 12) }
+    END {
+      printf "test loss %s (at most %s)\n", loss, most
+      exit !(loss != "" && loss + 0 < most + 0)
+    }' "$metrics"
+fi
