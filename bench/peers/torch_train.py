@@ -16,7 +16,9 @@ local steps communicate nothing, and PostLocalSGDOptimizer with a PeriodicModelA
 H after --sync-warmup steps); --sync diloco:H is DiLoCo written out (no DDP: every H steps the
 pseudo-gradient anchor - local is averaged with one all-reduce per tensor and an outer SGD with
 Nesterov momentum, --outer-lr and --outer-momentum, steps from the anchor; buffers averaged), as
-pactrain's --sync diloco:H.
+pactrain's --sync diloco:H, which also re-estimates the batch-norm statistics on 20 training
+batches before each evaluation (torch.optim.swa_utils.update_bn; the same batches on every
+rank), as pactrain's trainer does for DiLoCo.
 Usage: torch_train.py --metrics FILE [--ranks 2] [--epochs 15] [--batch 64] [--lr 0.1]
                       [--hook allreduce|fp16|powersgd2|powersgd4] [--seed 1] [--max-steps N]
                       [--sync step|local:H|diloco:H] [--sync-warmup N] [--outer-lr 0.7]
@@ -164,6 +166,14 @@ def worker(rank, args):
             if out and (step % 50 == 0 or b + 1 == steps_per_epoch):
                 out.write(json.dumps({"kind": "step", "step": step, "epoch": epoch,
                                       "loss": loss.item(), "bytes_sent": sent}) + "\n")
+        if kind == "diloco":
+            # The outer step moved the weights past the averaged statistics.
+            order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(
+                args.seed * 100 + 7 * epoch + 1))[:20 * args.batch]
+            own = torch.Generator().manual_seed(args.seed * 100 + 7 * epoch + 2)
+            batches = [augment(train_x[order[i:i + args.batch]], own)
+                       for i in range(0, len(order), args.batch)]
+            torch.optim.swa_utils.update_bn(batches, model)
         # Every rank evaluates the whole test set (as the trainer's evaluation, one number).
         model.eval()
         correct = 0
