@@ -30,9 +30,11 @@ METHODS = collections.OrderedDict([
     ("t80-levels1", "pactrain80-ternary-levels1"), ("t90-levels1", "pactrain90-ternary-levels1"),
     # topk before 2026-12-04: --momentum 0, so its weight decay had no momentum (DGC's has).
     ("topk-decay-unmoved", "topk"),
+    # PyTorch's post-local SGD and DiLoCo: torch-local32 times as the testbed's torch-local32.
+    ("torch", "torch"),
     ("torch-allreduce", "torch-allreduce"), ("torch-fp16", "torch-fp16"),
     ("torch-powersgd2", "torch-powersgd2"), ("torch-powersgd4", "torch-powersgd4")])
-LABELS = {"p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pactrain 90% fp32",
+LABELS = {"torch": "PyTorch", "p80": "pactrain 80% fp32", "t80": "pactrain 80% ternary", "p90": "pactrain 90% fp32",
           "t90": "pactrain 90% ternary", "t80-levels3": "pactrain 80% levels=3",
           "t90-levels3": "pactrain 90% levels=3", "t80-levels1": "pactrain 80% levels=1",
           "t90-levels1": "pactrain 90% levels=1", "topk": "topk (DGC 0.1%)",

@@ -51,6 +51,8 @@ for sparsity in (80, 90):
         "--compress-opt", "levels=1"]
 PEERS = {"torch-allreduce": "allreduce", "torch-fp16": "fp16", "torch-powersgd2": "powersgd2",
          "torch-powersgd4": "powersgd4"}
+# PyTorch's post-local SGD and a DiLoCo loop (bench/peers/torch_ddp.py --sync) on the image
+# models: torch-localH and torch-dilocoH, as bench/run_accuracy.sh names their accuracy runs.
 MODELS = {  # our options for the shapes of bench/peers/torch_step.py
     "resnet18": ["--model", "resnet18", "--small-input", "--in-channels", "1"],
     "resnet20": ["--model", "resnet20", "--in-channels", "1"],
@@ -176,12 +178,12 @@ def ours(model, method, args, compute_only=False):
 PORTS = list(range(200))
 
 
-def peer(model, hook, args):
+def peer(model, hook, args, sync=()):
     """PyTorch DDP: its ranks spawned here, or in hosts mode one per host (rank i on host
-    10.77.0.(i+1), started through the testbed's rsh agent)."""
+    10.77.0.(i+1), started through the testbed's rsh agent). `sync`: ['--sync', 'local:H']."""
     command = ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/torch_ddp.py"), "--ranks",
                str(args.ranks), "--steps", str(args.steps), "--batch", str(args.batch), "--models",
-               model, "--hook", hook, "--json"]
+               model, "--hook", hook, "--json", *sync]
     if model in GPTS:
         tmp = tempfile.TemporaryDirectory()
         text = os.path.join(tmp.name, "text.txt")
@@ -220,9 +222,14 @@ def main():
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     args = p.parse_args()
     for name in args.methods.split(","):
-        if split_sync(name)[0] not in OURS and name not in PEERS and name != "compute-only":
+        base, sync, _ = split_sync(name)
+        torch_sync = base == "torch" and sync
+        if base not in OURS and name not in PEERS and name != "compute-only" and not torch_sync:
             sys.exit(f"testbed_bench: unknown method '{name}'; expected compute-only, "
-                     f"{', '.join(OURS)} or {', '.join(PEERS)}")
+                     f"{', '.join(OURS)} or {', '.join(PEERS)} (ours with -localH or -dilocoH), "
+                     "torch-localH or torch-dilocoH")
+        if torch_sync and any(m in GPTS for m in args.models.split(",")):
+            sys.exit("testbed_bench: torch-localH and torch-dilocoH time the image models only")
     for model in args.models.split(","):
         if model not in MODELS and model not in GPTS:
             sys.exit(f"testbed_bench: unknown model '{model}'; expected "
@@ -237,6 +244,8 @@ def main():
             try:
                 if method in PEERS:
                     r, impl = peer(model, PEERS[method], args), "pytorch"
+                elif split_sync(method)[0] == "torch":
+                    r, impl = peer(model, "allreduce", args, split_sync(method)[1]), "pytorch"
                 else:
                     r, impl = ours(model, method, args, method == "compute-only"), "pactrain"
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, RuntimeError) as e:

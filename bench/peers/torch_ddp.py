@@ -15,8 +15,13 @@ Prints "name seconds_per_step" per model (rank 0), or with --json one JSON objec
 step_s and samples_per_s (all ranks together). With --rank R it runs that one rank only, for
 launchers that start each rank on its own host (scripts/testbed --mode hosts: MASTER_ADDR and
 GLOO_SOCKET_IFNAME come from the environment).
+--sync local:H times PyTorch's post-local SGD (post_localSGD_hook on one-rank groups and
+PostLocalSGDOptimizer with a PeriodicModelAverager of period H), --sync diloco:H a DiLoCo loop
+written out as torch_train.py's (one all-reduce per tensor of the pseudo-gradient every H steps,
+an outer Nesterov SGD step, buffers averaged); both over whole periods: one period of warm-up,
+then --steps rounded up to periods.
 Usage: torch_ddp.py [--ranks N] [--rank R] [--steps S] [--batch B] [--models a,b,c] [--hook H]
-                    [--json]"""
+                    [--sync step|local:H|diloco:H] [--json]"""
 import argparse
 import json
 import os
@@ -63,21 +68,68 @@ def wrap(model, hook):
     return ddp
 
 
+def synchronising_step(model, channels, batch, ranks, sync):
+    """A training step of `model` that communicates as --sync says, and its period."""
+    import torch_step
+    kind, every = sync.split(":")
+    every = int(every)
+    if kind == "local":
+        from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as local_sgd
+        from torch.distributed.algorithms.model_averaging import averagers
+        from torch.distributed.optim import PostLocalSGDOptimizer
+        # One-rank groups (new_subgroups needs CUDA in PyTorch 1.13): every rank creates every
+        # group and keeps its own, so local steps communicate nothing.
+        alone = [dist.new_group([r]) for r in range(ranks)][dist.get_rank()]
+        ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+        ddp.register_comm_hook(local_sgd.PostLocalSGDState(None, alone, 0),
+                               local_sgd.post_localSGD_hook)
+        return torch_step.make_step(ddp, channels, batch, lambda opt: PostLocalSGDOptimizer(
+            opt, averagers.PeriodicModelAverager(every, 0))), every
+    inner = torch_step.make_step(model, channels, batch)
+    anchor = [p.detach().clone() for p in model.parameters()]
+    outer = torch.optim.SGD(anchor, lr=0.7, momentum=0.9, nesterov=True)
+    count = [0]
+
+    def step():
+        inner()
+        count[0] += 1
+        if count[0] % every:
+            return
+        with torch.no_grad():
+            for a, p in zip(anchor, model.parameters()):
+                a.grad = a - p
+                dist.all_reduce(a.grad)
+                a.grad /= ranks
+            outer.step()
+            for a, p in zip(anchor, model.parameters()):
+                p.copy_(a)
+            for buffer in model.buffers():
+                if buffer.is_floating_point():
+                    dist.all_reduce(buffer)
+                    buffer /= ranks
+
+    return step, every
+
+
 def worker(rank, args):
     start_gloo(rank, args.ranks, 29517)
     import torch_step
     for name in args.models.split(","):
         torch.manual_seed(0)
         model, channels = torch_step.make(name)
-        ddp = wrap(model, args.hook)
-        step = torch_step.make_step(ddp, channels, args.batch)
-        for _ in range(3):  # past PowerSGD's dense start
+        if args.sync == "step":
+            step, warmup, steps = torch_step.make_step(wrap(model, args.hook), channels,
+                                                       args.batch), 3, args.steps
+        else:
+            step, every = synchronising_step(model, channels, args.batch, args.ranks, args.sync)
+            warmup, steps = every, -(-args.steps // every) * every  # whole periods
+        for _ in range(warmup):  # past PowerSGD's dense start, or one period
             step()
         dist.barrier()
         t0 = time.perf_counter()
-        for _ in range(args.steps):
+        for _ in range(steps):
             step()
-        seconds = (time.perf_counter() - t0) / args.steps
+        seconds = (time.perf_counter() - t0) / steps
         if rank == 0 and args.json:
             print(json.dumps({"model": name, "hook": args.hook, "step_s": seconds,
                               "samples_per_s": args.batch * args.ranks / seconds}), flush=True)
@@ -95,7 +147,16 @@ if __name__ == "__main__":
     parser.add_argument("--hook", default="allreduce", choices=HOOKS)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--rank", type=int, default=None)
+    parser.add_argument("--sync", default="step")
     args = parser.parse_args()
+    kind = args.sync.split(":")[0]
+    if args.sync != "step" and (kind not in ("local", "diloco")
+                                or not args.sync[len(kind) + 1:].isdigit()
+                                or int(args.sync[len(kind) + 1:]) < 1):
+        sys.exit(f"torch_ddp: --sync '{args.sync}' is not known; expected step, local:H or "
+                 "diloco:H")
+    if args.sync != "step" and args.hook != "allreduce":
+        sys.exit("torch_ddp: --sync local|diloco averages with plain all-reduces; leave out --hook")
     if args.rank is None:
         mp.spawn(worker, args=(args,), nprocs=args.ranks)
     elif 0 <= args.rank < args.ranks:

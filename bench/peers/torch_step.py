@@ -62,9 +62,10 @@ def make(name):
     raise SystemExit(f"unknown model {name}")
 
 
-def make_step(model, channels, batch):
-    """One SGD-with-momentum training step of `model` on a fixed random batch."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+def make_step(model, channels, batch, wrap_optimizer=lambda opt: opt):
+    """One SGD-with-momentum training step of `model` on a fixed random batch; wrap_optimizer
+    may wrap the SGD (PostLocalSGDOptimizer)."""
+    opt = wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     x = torch.randn(batch, channels, 28, 28)
     y = torch.arange(batch) % 10
 
