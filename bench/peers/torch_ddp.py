@@ -68,6 +68,24 @@ def wrap(model, hook):
     return ddp
 
 
+def diloco_sync(model, anchor, outer, ranks):
+    """DiLoCo's synchronisation: the pseudo-gradient anchor - local, averaged with one all-reduce
+    per tensor, an outer step from the anchor, every rank continuing from the result; buffers
+    averaged."""
+    with torch.no_grad():
+        for a, p in zip(anchor, model.parameters()):
+            a.grad = a - p
+            dist.all_reduce(a.grad)
+            a.grad /= ranks
+        outer.step()
+        for a, p in zip(anchor, model.parameters()):
+            p.copy_(a)
+        for buffer in model.buffers():
+            if buffer.is_floating_point():
+                dist.all_reduce(buffer)
+                buffer /= ranks
+
+
 def synchronising_step(model, channels, batch, ranks, sync):
     """A training step of `model` that communicates as --sync says, and its period."""
     import torch_step
@@ -95,18 +113,7 @@ def synchronising_step(model, channels, batch, ranks, sync):
         count[0] += 1
         if count[0] % every:
             return
-        with torch.no_grad():
-            for a, p in zip(anchor, model.parameters()):
-                a.grad = a - p
-                dist.all_reduce(a.grad)
-                a.grad /= ranks
-            outer.step()
-            for a, p in zip(anchor, model.parameters()):
-                p.copy_(a)
-            for buffer in model.buffers():
-                if buffer.is_floating_point():
-                    dist.all_reduce(buffer)
-                    buffer /= ranks
+        diloco_sync(model, anchor, outer, ranks)
 
     return step, every
 

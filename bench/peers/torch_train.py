@@ -151,18 +151,7 @@ def worker(rank, args):
             schedule.step()
             step += 1
             if kind == "diloco" and (step % every == 0 or b + 1 == steps_per_epoch or step == total):
-                with torch.no_grad():
-                    for a, p in zip(anchor, model.parameters()):
-                        a.grad = a - p
-                        dist.all_reduce(a.grad)
-                        a.grad /= args.ranks
-                    outer.step()
-                    for a, p in zip(anchor, model.parameters()):
-                        p.copy_(a)
-                    for buffer in model.buffers():
-                        if buffer.is_floating_point():
-                            dist.all_reduce(buffer)
-                            buffer /= args.ranks
+                torch_ddp.diloco_sync(model, anchor, outer, args.ranks)
             if out and (step % 50 == 0 or b + 1 == steps_per_epoch):
                 out.write(json.dumps({"kind": "step", "step": step, "epoch": epoch,
                                       "loss": loss.item(), "bytes_sent": sent}) + "\n")
