@@ -98,24 +98,16 @@ for f in "$out"/*.jsonl; do
 done
 for run in "${known[@]}" "${others[@]+"${others[@]}"}"; do
   [ -f "$out/$run.jsonl" ] || continue
-  /usr/bin/python3 - "$out/$run.jsonl" "$run" <<'PY'
+  /usr/bin/python3 - "$out/$run.jsonl" "$run" "$root/bench" <<'PY'
 import json, sys
 path, run = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from report_tta import epoch_bytes_per_step
 records = [json.loads(l) for l in open(path)]
 epochs = [r for r in records if r["kind"] == "epoch"]
-steps = [r for r in records if r["kind"] == "step"]
 if not epochs:
     sys.exit(0)
-last_epoch = epochs[-1]["epoch"]
-tail = [r for r in steps if r["epoch"] == last_epoch]
-# The epoch record's own figure (every step) where it has one; else the step records, a sample
-# plus, with --sync, every step that synchronised (the only ones that send): their sum over 468.
-if "bytes_per_step" in epochs[-1]:
-    per_step = epochs[-1]["bytes_per_step"]
-elif any(r.get("outer_s", 0.0) > 0.0 for r in tail):
-    per_step = sum(r["bytes_sent"] for r in tail) / 468
-else:
-    per_step = sum(r["bytes_sent"] for r in tail) / max(len(tail), 1)
+per_step = epoch_bytes_per_step(records, epochs[-1])
 best = max(epochs, key=lambda r: r["test_acc"])
 base = run.split("-")[0]
 pruned = base[0] in "pt" and base[1:].isdigit()
