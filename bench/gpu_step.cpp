@@ -8,9 +8,11 @@
 // timed against the dense one: the masked update and the masked gradient are what it adds.
 // Usage: bench-gpu-step [--models resnet50,vit-base,gpt2-small] [--steps 30] [--warmup 10]
 //                       [--tf32] [--device cuda|cpu] [--image-size 224] [--context 1024]
-//                       [--batch B] [--sparsity S]
+//                       [--batch B] [--sparsity S] [--gemm-size 8192]
 // --device cpu (with a small --image-size, --context and --batch) checks the harness on a machine
-// without a GPU; it times with the host clock.
+// without a GPU; it times with the host clock. The model name `gemm` times pactrain's matmul of
+// two --gemm-size square matrices instead (best of --steps after --warmup, in TFLOP/s): the GEMM
+// goes to cuBLAS, so this checks how it is called, against bench/torch_gpu_step.py --peak.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -72,6 +74,7 @@ std::vector<float> gpu_timed(Step& step, int64_t steps) {
 
 int main(int argc, char** argv) try {
   int64_t steps = 30, warmup = 10, image_size = 224, context = 1024, batch_override = 0;
+  int64_t gemm_size = 8192;
   double sparsity = 0.0;
   bool tf32 = false;
   std::string device_name = "cuda";
@@ -100,14 +103,17 @@ int main(int argc, char** argv) try {
       batch_override = std::stoll(value);
     else if (arg == "--sparsity")
       sparsity = std::stod(value);
+    else if (arg == "--gemm-size")
+      gemm_size = std::stoll(value);
     else
       PAC_FAIL(
           "unknown option '{}'; expected --models, --steps, --warmup, --tf32, --device, "
-          "--image-size, --context, --batch or --sparsity",
+          "--image-size, --context, --batch, --sparsity or --gemm-size",
           arg);
   }
   PAC_CHECK(steps > 0 && warmup >= 0, "--steps must be > 0 and --warmup >= 0");
   PAC_CHECK(sparsity >= 0.0 && sparsity < 1.0, "--sparsity must be in [0, 1), got {}", sparsity);
+  PAC_CHECK(gemm_size > 0, "--gemm-size must be > 0, got {}", gemm_size);
   const Device device = Device::parse(device_name);
   if (!device.is_cpu()) {
     PAC_CHECK(cuda_compiled(), "this build has no CUDA backend");
@@ -117,6 +123,25 @@ int main(int argc, char** argv) try {
   }
   std::stringstream names(model_list);
   for (std::string name; std::getline(names, name, ',');) {
+    if (name == "gemm") {
+      Generator g(0);
+      Tensor a = g.randn({gemm_size, gemm_size}).to(device);
+      Tensor b = g.randn({gemm_size, gemm_size}).to(device);
+      Tensor c;
+      auto product = [&] { c = matmul(a, b); };
+      for (int64_t s = 0; s < warmup; ++s) product();
+      std::vector<float> ms =
+          device.is_cpu() ? host_timed(product, steps) : gpu_timed(product, steps);
+      const float best = *std::min_element(ms.begin(), ms.end());
+      const double flops = 2.0 * static_cast<double>(gemm_size) * gemm_size * gemm_size;
+      std::printf(
+          "{\"framework\": \"pactrain\", \"model\": \"gemm\", \"size\": %ld, "
+          "\"precision\": \"%s\", \"best_ms\": %.3f, \"tflops\": %.1f}\n",
+          static_cast<long>(gemm_size), tf32 ? "tf32" : "fp32", best,
+          flops / (best * 1e-3) / 1e12);
+      std::fflush(stdout);
+      continue;
+    }
     const bool gpt = name.rfind("gpt", 0) == 0;
     models::ModelConfig config{name, 3, 1000, image_size};
     if (name.rfind("vit", 0) == 0) config.patch = 16;

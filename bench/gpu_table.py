@@ -7,7 +7,8 @@ GMAC per 224x224 image for ResNet-50, 2 x 17.56 GMAC for ViT-B/16, and for GPT-2
 sequence of 1024 tokens 2 x 124.4 M multiply-adds a token plus attention's 2 x 2 x 12 layers x
 1024 x 768 (scores and weighted sum, computed in full); the TFLOP/s columns hold for 224x224
 images and 1024 tokens only (the GPU check's). A second table puts each pruned step (bench-gpu-step
---sparsity) beside the dense one of the same model and precision."""
+--sparsity) beside the dense one of the same model and precision, and a third puts pactrain's GEMM
+(bench-gpu-step --models gemm) beside the peak PyTorch measured on the same square shape."""
 import json
 import sys
 
@@ -18,7 +19,7 @@ FORWARD_FLOPS = {"resnet50": 2 * 4.09e9, "vit-base": 2 * 17.56e9,
 def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: gpu_table.py gpu_bench.jsonl")
-    rows, peak = {}, {}
+    rows, peak, gemm = {}, {}, {}
     with open(sys.argv[1]) as f:
         for line in f:
             line = line.strip()
@@ -27,6 +28,8 @@ def main():
             r = json.loads(line)
             if r["framework"] == "peak":
                 peak[r["precision"]] = r["tflops"]
+            elif r.get("model") == "gemm":
+                gemm[r["precision"]] = r
             else:
                 rows[(r["model"], r["precision"], r["framework"], r.get("sparsity", 0.0))] = r
     print("| model | batch | precision | pactrain ms | PyTorch ms | ratio | pactrain TFLOP/s "
@@ -50,6 +53,14 @@ def main():
             ratio = f"{ours['median_ms'] / theirs['median_ms']:.2f}x" if ours and theirs else "-"
             print(f"| {model} | {batch} | {precision} | {ms(ours)} | {ms(theirs)} | {ratio} | "
                   f"{tflops(ours)} | {tflops(theirs)} | {peak.get(precision, '-')} |")
+    if gemm:
+        print()
+        print("| GEMM (square) | precision | pactrain TFLOP/s | PyTorch peak TFLOP/s | pactrain / peak |")
+        print("|---|---|---:|---:|---:|")
+    for precision, r in sorted(gemm.items()):
+        top = peak.get(precision)
+        share = f"{r['tflops'] / top:.0%}" if top else "-"
+        print(f"| {r['size']}^3 | {precision} | {r['tflops']:.1f} | {top or '-'} | {share} |")
     pruned = sorted(k for k in rows if k[2] == "pactrain" and k[3] > 0)
     if pruned:
         print()
