@@ -73,6 +73,10 @@ Tensor argmax(const Tensor& x, int64_t dim);  // i64, no gradient
 // --- softmax.cpp ---
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Attention's weights from scores [..., T, S]: softmax over the last dimension of scale * scores,
+// where with `causal` query i sees keys j <= i + S - T only (the others get weight 0). One pass,
+// where scaling, adding a -inf mask and softmax would take three.
+Tensor attention_softmax(const Tensor& scores, float scale, bool causal);
 // Mean cross-entropy of logits [N, C] against integer labels [N] (i32 or i64).
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, float label_smoothing = 0.0f);
 

@@ -54,18 +54,12 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, AttentionCache& cache
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v) const {
-  const int64_t t = q.size(2), s = k.size(2), hd = q.size(3);
-  Tensor scores = mul_scalar(matmul(q, transpose(k, -2, -1)), 1.0f / std::sqrt(float(hd)));
-  if (causal_ && t > 1) {
-    Tensor mask = Tensor::zeros({t, s});  // -inf past each query's own position: no peeking
-    float* m = mask.data<float>();
-    for (int64_t i = 0; i < t; ++i) {
-      for (int64_t j = s - t + i + 1; j < s; ++j)
-        m[i * s + j] = -std::numeric_limits<float>::infinity();
-    }
-    scores = add(scores, mask.to(scores.device()));
-  }
-  Tensor weights = dropout(softmax(scores, -1), dropout_, is_training(), default_generator());
+  const int64_t t = q.size(2), hd = q.size(3);
+  // Scaled by 1/sqrt(hd); causal: query i (the cache's S - T positions come first) sees keys up to
+  // its own position, and no later ones.
+  Tensor scores = matmul(q, transpose(k, -2, -1));  // [N, H, T, S]
+  Tensor weights = dropout(attention_softmax(scores, 1.0f / std::sqrt(float(hd)), causal_ && t > 1),
+                           dropout_, is_training(), default_generator());
   return matmul(weights, v);
 }
 

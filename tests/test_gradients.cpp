@@ -153,6 +153,31 @@ TEST_CASE("softmax, log_softmax, cross_entropy") {
   check([&](auto& in) { return cross_entropy(in[0], labels, 0.2f); }, {leaf({4, 5}, -2.0f, 2.0f)});
 }
 
+// attention_softmax is the scaled, causally masked softmax in one pass: the same values and
+// gradients as scaling, adding a -inf mask above the diagonal and taking softmax.
+TEST_CASE("attention_softmax equals scale, mask and softmax, and its gradient checks") {
+  auto x = leaf({2, 3, 4, 6}, -2.0f, 2.0f);  // 4 queries, 6 keys (2 cached positions first)
+  check([](auto& in) { return attention_softmax(in[0], 0.5f, true); }, {x});
+  check([](auto& in) { return attention_softmax(in[0], 0.5f, false); }, {x});
+  Tensor mask = Tensor::zeros({4, 6});
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = i + 2 + 1; j < 6; ++j) mask.data<float>()[i * 6 + j] = -INFINITY;
+  }
+  Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+  Tensor fused = attention_softmax(a, 0.5f, true);
+  Tensor composed = softmax(add(mul_scalar(b, 0.5f), mask), -1);
+  std::vector<float> want = composed.to_vector(), got = fused.to_vector();
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  Tensor upstream = Generator(4).randn({2, 3, 4, 6});
+  sum(mul(fused, upstream)).backward();
+  sum(mul(composed, upstream)).backward();
+  std::vector<float> ga = a.grad().to_vector(), gb = b.grad().to_vector();
+  for (size_t i = 0; i < ga.size(); ++i) CHECK(ga[i] == doctest::Approx(gb[i]).epsilon(1e-5));
+  CHECK(got[3] == 0.0f);  // query 0 sees keys 0..2 only
+  CHECK_THROWS_WITH(attention_softmax(Tensor::zeros({5, 4}), 1.0f, true),
+                    doctest::Contains("at least as many keys as queries"));
+}
+
 TEST_CASE("shape ops") {
   check([](auto& in) { return reshape(in[0], {4, -1}); }, {leaf({2, 2, 3})});
   check([](auto& in) { return permute(in[0], {2, 0, 1}); }, {leaf({2, 3, 4})});

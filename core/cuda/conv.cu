@@ -24,6 +24,11 @@ struct ConvPlan {
   cudnnConvolutionBwdDataAlgo_t data_algo{};
   cudnnConvolutionBwdFilterAlgo_t filter_algo{};
   size_t forward_bytes = 0, data_bytes = 0, filter_bytes = 0;
+  // The math type each algorithm was timed with. cudnnFind* reports it per result, and an
+  // algorithm runs its tensor-core kernel only when the descriptor carries that math type at
+  // the call: run under the plain setting, the fastest TF32 algorithm fell back to its FMA twin
+  // (ResNet-50 on an H200 ran legacy FMA kernels for most convolutions).
+  cudnnMathType_t allowed_math{}, forward_math{}, data_math{}, filter_math{};
   bool data_ready = false, filter_ready = false;  // backward algorithms are found on first use
 
   explicit ConvPlan(const cpu::ConvShape& s) {
@@ -48,8 +53,8 @@ struct ConvPlan {
         as_int(s.dilation_h), as_int(s.dilation_w), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, as_int(s.groups)));
     // Default math lets cuDNN use TF32 tensor cores for fp32; FMA math keeps full fp32.
-    CUDNN_CHECK(
-        cudnnSetConvolutionMathType(conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    allowed_math = allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allowed_math));
     int found = 0;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(
@@ -57,6 +62,7 @@ struct ConvPlan {
     int best = first_usable(perf, found, "forward");
     forward_algo = perf[best].algo;
     forward_bytes = perf[best].memory;
+    forward_math = perf[best].mathType;
   }
   ~ConvPlan() {
     cudnnDestroyTensorDescriptor(x);
@@ -71,29 +77,37 @@ struct ConvPlan {
   void find_data_algorithm() {
     int found = 0;
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allowed_math));
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
         cudnn(), w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
     int best = first_usable(perf, found, "backward data");
     data_algo = perf[best].algo;
     data_bytes = perf[best].memory;
+    data_math = perf[best].mathType;
     data_ready = true;
   }
 
   void find_filter_algorithm() {
     int found = 0;
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allowed_math));
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
         cudnn(), x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
     int best = first_usable(perf, found, "backward filter");
     filter_algo = perf[best].algo;
     filter_bytes = perf[best].memory;
+    filter_math = perf[best].mathType;
     filter_ready = true;
   }
 
-  // cudnnFind* sorts by time; the first entry that ran is the fastest.
+  // cudnnFind* sorts by time; the first entry that ran is the fastest. Without TF32, an entry
+  // timed with tensor-core math is passed over, so that fp32 stays fp32.
   template <class Perf>
-  static int first_usable(const Perf* perf, int found, const char* what) {
+  int first_usable(const Perf* perf, int found, const char* what) const {
     for (int i = 0; i < found; ++i) {
+      const bool tensor_cores = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                                perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+      if (allowed_math == CUDNN_FMA_MATH && tensor_cores) continue;
       if (perf[i].status == CUDNN_STATUS_SUCCESS) return i;
     }
     PAC_FAIL("conv2d: cuDNN found no {} algorithm for this shape", what);
@@ -133,6 +147,7 @@ void conv_forward(const cpu::ConvShape& s, const float* x, const float* w, const
   ConvPlan& p = *plan;
   Workspace workspace(p.forward_bytes);
   const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.forward_math));
   CUDNN_CHECK(cudnnConvolutionForward(cudnn(), &one, p.x, x, p.w, w, p.conv, p.forward_algo,
                                       workspace.data(), workspace.size(), &zero, p.y, y));
   if (bias != nullptr) CUDNN_CHECK(cudnnAddTensor(cudnn(), &one, p.bias, bias, &one, p.y, y));
@@ -145,6 +160,7 @@ void conv_backward_data(const cpu::ConvShape& s, const float* grad_y, const floa
   if (!p.data_ready) p.find_data_algorithm();
   Workspace workspace(p.data_bytes);
   const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.data_math));
   CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn(), &one, p.w, w, p.y, grad_y, p.conv, p.data_algo,
                                            workspace.data(), workspace.size(), &zero, p.x, grad_x));
 }
@@ -157,6 +173,7 @@ void conv_backward_filter(const cpu::ConvShape& s, const float* x, const float* 
   if (grad_w != nullptr) {
     if (!p.filter_ready) p.find_filter_algorithm();
     Workspace workspace(p.filter_bytes);
+    CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.filter_math));
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn(), &one, p.x, x, p.y, grad_y, p.conv,
                                                p.filter_algo, workspace.data(), workspace.size(),
                                                &zero, p.w, grad_w));

@@ -95,10 +95,14 @@ PAC_CUDA_FN(void permute(const float* x, float* out, int64_t n, const Strided& g
 PAC_CUDA_FN(void dropout_mask(float* mask, int64_t n, float keep, uint64_t seed))
 
 // --- softmax.cu ---
+// Softmax of scale * x over `size`; with inner == 1 and causal_queries = T > 0, row r takes its
+// first r % T + size - T + 1 entries only (attention's causal mask; the rest get probability 0).
+// scale must be 1 and causal_queries 0 when inner > 1. The backward multiplies by scale.
 PAC_CUDA_FN(void softmax_forward(const float* x, float* y, int64_t outer, int64_t size,
-                                 int64_t inner, bool log_space))
+                                 int64_t inner, bool log_space, float scale,
+                                 int64_t causal_queries))
 PAC_CUDA_FN(void softmax_backward(const float* y, const float* grad_y, float* grad_x, int64_t outer,
-                                  int64_t size, int64_t inner, bool log_space))
+                                  int64_t size, int64_t inner, bool log_space, float scale))
 // loss = mean over rows of -(1 - eps) lp[label] - eps / C sum(lp); NaN when a label is out of
 // range (the device cannot throw; the trainer's finiteness check reports it).
 PAC_CUDA_FN(void cross_entropy_forward(const float* log_probs, const void* labels, bool labels_i64,

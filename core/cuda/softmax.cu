@@ -1,5 +1,9 @@
 // softmax / log-softmax, cross-entropy and embedding on the GPU. Softmax over the last dimension
-// (the usual case) gives one block per row; over an inner dimension, one thread per column.
+// (the usual case) gives one warp per row up to 1024 entries and one block per longer row; over
+// an inner dimension, one thread per column. The row kernels also scale their inputs and mask
+// attention's future positions, so attention needs no separate passes for either.
+#include <type_traits>
+
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
 
@@ -7,24 +11,96 @@ namespace pac::cuda {
 
 namespace {
 
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t size, bool log_space) {
+// How many leading entries of row r take part: all, or with causal_queries = T > 0 (rows are
+// the queries of [..., T, size] attention scores), those up to the query's own position.
+__device__ inline int64_t row_limit(int64_t r, int64_t size, int64_t causal_queries) {
+  return causal_queries > 0 ? r % causal_queries + size - causal_queries + 1 : size;
+}
+
+// Rows of at most 32 * kPerLane entries: one warp per row, the row held in registers (one read
+// and one write of each value, warp shuffles instead of block barriers). Attention's rows are
+// this short; a block per row of 1024 threads spent most of its time at barriers.
+template <int kPerLane>
+__global__ void softmax_warp_kernel(const float* x, float* y, int64_t rows, int64_t size,
+                                    bool log_space, float scale, int64_t causal_queries) {
+  const int64_t r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const float* row = x + r * size;
+  float* out = y + r * size;
+  const int64_t limit = row_limit(r, size, causal_queries);
+  float v[kPerLane];
+  float peak = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t k = lane + 32 * i;
+    v[i] = k < limit ? row[k] * scale : -INFINITY;
+    peak = fmaxf(peak, v[i]);
+  }
+  for (int offset = 16; offset > 0; offset /= 2)
+    peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, offset));
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) total += lane + 32 * i < limit ? expf(v[i] - peak) : 0.0f;
+  for (int offset = 16; offset > 0; offset /= 2)
+    total += __shfl_xor_sync(0xffffffffu, total, offset);
+  const float log_total = logf(total);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t k = lane + 32 * i;
+    if (k >= size) break;
+    const float shifted = v[i] - peak - log_total;  // -inf past the limit
+    out[k] = log_space ? shifted : expf(shifted);
+  }
+}
+
+template <int kPerLane>
+__global__ void softmax_warp_backward_kernel(const float* y, const float* g, float* gx,
+                                             int64_t rows, int64_t size, bool log_space,
+                                             float scale) {
+  const int64_t r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const int64_t base = r * size;
+  float yv[kPerLane], gv[kPerLane];
+  float dot = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t k = lane + 32 * i;
+    yv[i] = k < size ? y[base + k] : 0.0f;
+    gv[i] = k < size ? g[base + k] : 0.0f;
+    dot += log_space ? gv[i] : gv[i] * yv[i];
+  }
+  for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t k = lane + 32 * i;
+    if (k >= size) break;
+    gx[base + k] = scale * (log_space ? gv[i] - expf(yv[i]) * dot : yv[i] * (gv[i] - dot));
+  }
+}
+
+// Longer rows (a vocabulary's logits): one block per row.
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t size, bool log_space,
+                                    float scale, int64_t causal_queries) {
   __shared__ float scratch[32];
   const float* row = x + blockIdx.x * size;
   float* out = y + blockIdx.x * size;
+  const int64_t limit = row_limit(blockIdx.x, size, causal_queries);
   float peak = -INFINITY;
-  for (int64_t k = threadIdx.x; k < size; k += blockDim.x) peak = fmaxf(peak, row[k]);
+  for (int64_t k = threadIdx.x; k < limit; k += blockDim.x) peak = fmaxf(peak, row[k] * scale);
   peak = block_max(peak, scratch);
   float total = 0.0f;
-  for (int64_t k = threadIdx.x; k < size; k += blockDim.x) total += expf(row[k] - peak);
+  for (int64_t k = threadIdx.x; k < limit; k += blockDim.x) total += expf(row[k] * scale - peak);
   float log_total = logf(block_sum(total, scratch));
   for (int64_t k = threadIdx.x; k < size; k += blockDim.x) {
-    float shifted = row[k] - peak - log_total;
+    float shifted = k < limit ? row[k] * scale - peak - log_total : -INFINITY;
     out[k] = log_space ? shifted : expf(shifted);
   }
 }
 
 __global__ void softmax_rows_backward_kernel(const float* y, const float* g, float* gx,
-                                             int64_t size, bool log_space) {
+                                             int64_t size, bool log_space, float scale) {
   __shared__ float scratch[32];
   int64_t base = blockIdx.x * size;
   float dot = 0.0f;
@@ -34,7 +110,7 @@ __global__ void softmax_rows_backward_kernel(const float* y, const float* g, flo
   dot = block_sum(dot, scratch);
   for (int64_t k = threadIdx.x; k < size; k += blockDim.x) {
     int64_t at = base + k;
-    gx[at] = log_space ? g[at] - expf(y[at]) * dot : y[at] * (g[at] - dot);
+    gx[at] = scale * (log_space ? g[at] - expf(y[at]) * dot : y[at] * (g[at] - dot));
   }
 }
 
@@ -44,17 +120,44 @@ int threads_for(int64_t size) {
   return threads;
 }
 
+// Calls launch.template operator()<kPerLane>() with the smallest registers-per-lane count that
+// holds a row of `size`; false when the row is too long for a warp.
+template <class Launch>
+bool with_warp_rows(int64_t size, Launch&& launch) {
+  if (size <= 32) return launch(std::integral_constant<int, 1>{}), true;
+  if (size <= 64) return launch(std::integral_constant<int, 2>{}), true;
+  if (size <= 128) return launch(std::integral_constant<int, 4>{}), true;
+  if (size <= 256) return launch(std::integral_constant<int, 8>{}), true;
+  if (size <= 512) return launch(std::integral_constant<int, 16>{}), true;
+  if (size <= 1024) return launch(std::integral_constant<int, 32>{}), true;
+  return false;
+}
+
+constexpr int kWarpRowsPerBlock = 4;  // 128 threads, a row per warp
+
+unsigned warp_row_blocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
+}
+
 }  // namespace
 
 void softmax_forward(const float* x, float* y, int64_t outer, int64_t size, int64_t inner,
-                     bool log_space) {
+                     bool log_space, float scale, int64_t causal_queries) {
   if (outer * inner == 0 || size == 0) return;
   if (inner == 1) {
-    softmax_rows_kernel<<<static_cast<unsigned>(outer), threads_for(size), 0, compute_stream()>>>(
-        x, y, size, log_space);
+    const bool warp_rows = with_warp_rows(size, [&](auto per_lane) {
+      softmax_warp_kernel<decltype(per_lane)::value>
+          <<<warp_row_blocks(outer), 32 * kWarpRowsPerBlock, 0, compute_stream()>>>(
+              x, y, outer, size, log_space, scale, causal_queries);
+    });
+    if (!warp_rows) {
+      softmax_rows_kernel<<<static_cast<unsigned>(outer), threads_for(size), 0, compute_stream()>>>(
+          x, y, size, log_space, scale, causal_queries);
+    }
     PAC_CUDA_LAUNCH_CHECK();
     return;
   }
+  // Over an inner dimension (no scale or mask here: the op only asks for them on the last one).
   for_each(outer * inner, [=] __device__(int64_t t) {
     int64_t base = (t / inner) * size * inner + t % inner;
     float peak = -INFINITY;
@@ -70,11 +173,18 @@ void softmax_forward(const float* x, float* y, int64_t outer, int64_t size, int6
 }
 
 void softmax_backward(const float* y, const float* grad_y, float* grad_x, int64_t outer,
-                      int64_t size, int64_t inner, bool log_space) {
+                      int64_t size, int64_t inner, bool log_space, float scale) {
   if (outer * inner == 0 || size == 0) return;
   if (inner == 1) {
-    softmax_rows_backward_kernel<<<static_cast<unsigned>(outer), threads_for(size), 0,
-                                   compute_stream()>>>(y, grad_y, grad_x, size, log_space);
+    const bool warp_rows = with_warp_rows(size, [&](auto per_lane) {
+      softmax_warp_backward_kernel<decltype(per_lane)::value>
+          <<<warp_row_blocks(outer), 32 * kWarpRowsPerBlock, 0, compute_stream()>>>(
+              y, grad_y, grad_x, outer, size, log_space, scale);
+    });
+    if (!warp_rows) {
+      softmax_rows_backward_kernel<<<static_cast<unsigned>(outer), threads_for(size), 0,
+                                     compute_stream()>>>(y, grad_y, grad_x, size, log_space, scale);
+    }
     PAC_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -87,7 +197,8 @@ void softmax_backward(const float* y, const float* grad_y, float* grad_x, int64_
     }
     for (int64_t k = 0; k < size; ++k) {
       int64_t at = base + k * inner;
-      grad_x[at] = log_space ? grad_y[at] - expf(y[at]) * dot : y[at] * (grad_y[at] - dot);
+      grad_x[at] =
+          scale * (log_space ? grad_y[at] - expf(y[at]) * dot : y[at] * (grad_y[at] - dot));
     }
   });
 }

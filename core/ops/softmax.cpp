@@ -11,32 +11,39 @@ namespace pac {
 
 // Writes softmax (or log-softmax) of x along the [outer, size, inner] split into out.
 // One row of the last dimension: its exponentials are written once and rescaled, through the
-// branch-free exp of vector_math.h so that the loops vectorise. Inputs below -104 (a causal
-// mask's -inf among them) give exactly 0, as e^-104 is below the smallest float.
+// branch-free exp of vector_math.h so that the loops vectorise. Inputs below -104 give exactly
+// 0, as e^-104 is below the smallest float. The inputs are multiplied by `scale` first, and with
+// causal_queries = T > 0 row r is a query of [..., T, size] attention scores that sees its first
+// r % T + size - T + 1 entries only: the rest get probability 0 (log-probability -inf).
 PAC_SIMD_CLONES static void softmax_rows(const float* x, float* out, int64_t rows, int64_t size,
-                                         bool log_space) {
+                                         bool log_space, float scale, int64_t causal_queries) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * size;
     float* dst = out + r * size;
+    const int64_t limit =
+        causal_queries > 0 ? r % causal_queries + size - causal_queries + 1 : size;
     float peak = -INFINITY;
-    for (int64_t k = 0; k < size; ++k) peak = std::max(peak, row[k]);
+    for (int64_t k = 0; k < limit; ++k) peak = std::max(peak, row[k] * scale);
     double total = 0.0;
-    for (int64_t k = 0; k < size; ++k) {
-      dst[k] = vec::exp(std::max(row[k] - peak, -104.0f));
+    for (int64_t k = 0; k < limit; ++k) {
+      dst[k] = vec::exp(std::max(row[k] * scale - peak, -104.0f));
       total += dst[k];
     }
     if (log_space) {
       const float shift = peak + static_cast<float>(std::log(total));
-      for (int64_t k = 0; k < size; ++k) dst[k] = row[k] - shift;
+      for (int64_t k = 0; k < limit; ++k) dst[k] = row[k] * scale - shift;
     } else {
-      const float scale = static_cast<float>(1.0 / total);
-      for (int64_t k = 0; k < size; ++k) dst[k] *= scale;
+      const float inverse = static_cast<float>(1.0 / total);
+      for (int64_t k = 0; k < limit; ++k) dst[k] *= inverse;
     }
+    for (int64_t k = limit; k < size; ++k) dst[k] = log_space ? -INFINITY : 0.0f;
   }
 }
 
-static void softmax_kernel(const float* x, float* out, detail::DimSplit s, bool log_space) {
-  if (s.inner == 1) return softmax_rows(x, out, s.outer, s.size, log_space);
+static void softmax_kernel(const float* x, float* out, detail::DimSplit s, bool log_space,
+                           float scale, int64_t causal_queries) {
+  if (s.inner == 1) return softmax_rows(x, out, s.outer, s.size, log_space, scale, causal_queries);
+  // Over an inner dimension: plain softmax (attention_softmax always takes the last one).
   for (int64_t o = 0; o < s.outer; ++o) {
     for (int64_t i = 0; i < s.inner; ++i) {
       const float* row = x + o * s.size * s.inner + i;
@@ -56,14 +63,15 @@ static void softmax_kernel(const float* x, float* out, detail::DimSplit s, bool 
 
 class SoftmaxBackward : public Node {
  public:
-  SoftmaxBackward(Tensor y, int64_t dim, bool log_space)
-      : y_(std::move(y)), dim_(dim), log_space_(log_space) {}
+  SoftmaxBackward(Tensor y, int64_t dim, bool log_space, float scale)
+      : y_(std::move(y)), dim_(dim), log_space_(log_space), scale_(scale) {}
   std::string name() const override {
     return log_space_ ? "LogSoftmaxBackward" : "SoftmaxBackward";
   }
 
   // softmax:     gx = y * (g - sum(g * y))
   // log_softmax: gx = g - exp(y) * sum(g)
+  // both times the input's scale; masked entries have y = 0 and so get no gradient.
   std::vector<Tensor> apply(const Tensor& g) override {
     auto s = detail::split_at(y_.shape(), dim_);
     Tensor gx = detail::empty_on(y_.shape(), y_);
@@ -71,7 +79,7 @@ class SoftmaxBackward : public Node {
     const float* pg = g.data<float>();
     float* out = gx.data<float>();
     if (gx.is_cuda()) {
-      cuda::softmax_backward(py, pg, out, s.outer, s.size, s.inner, log_space_);
+      cuda::softmax_backward(py, pg, out, s.outer, s.size, s.inner, log_space_, scale_);
       return {gx};
     }
     for (int64_t o = 0; o < s.outer; ++o) {
@@ -84,7 +92,8 @@ class SoftmaxBackward : public Node {
         }
         for (int64_t k = 0; k < s.size; ++k) {
           int64_t at = base + k * s.inner;
-          out[at] = log_space_ ? pg[at] - std::exp(py[at]) * dot : py[at] * (pg[at] - dot);
+          out[at] =
+              scale_ * (log_space_ ? pg[at] - std::exp(py[at]) * dot : py[at] * (pg[at] - dot));
         }
       }
     }
@@ -95,26 +104,39 @@ class SoftmaxBackward : public Node {
   Tensor y_;  // the forward output, detached
   int64_t dim_;
   bool log_space_;
+  float scale_;
 };
 
-static Tensor softmax_op(const Tensor& x, int64_t dim, bool log_space, const char* op) {
+static Tensor softmax_op(const Tensor& x, int64_t dim, bool log_space, const char* op,
+                         float scale = 1.0f, int64_t causal_queries = 0) {
   detail::check_float(x, op, "x");
   int64_t d = detail::normalize_dim(dim, x.dim(), op);
   Tensor y = detail::empty_on(x.shape(), x);
   auto s = detail::split_at(x.shape(), d);
   if (x.is_cuda()) {
-    cuda::softmax_forward(x.data<float>(), y.data<float>(), s.outer, s.size, s.inner, log_space);
+    cuda::softmax_forward(x.data<float>(), y.data<float>(), s.outer, s.size, s.inner, log_space,
+                          scale, causal_queries);
   } else {
-    softmax_kernel(x.data<float>(), y.data<float>(), s, log_space);
+    softmax_kernel(x.data<float>(), y.data<float>(), s, log_space, scale, causal_queries);
   }
   if (any_requires_grad({x})) {
-    detail::record(y, {x}, std::make_shared<SoftmaxBackward>(y.detach(), d, log_space));
+    detail::record(y, {x}, std::make_shared<SoftmaxBackward>(y.detach(), d, log_space, scale));
   }
   return y;
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false, "softmax"); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true, "log_softmax"); }
+
+Tensor attention_softmax(const Tensor& scores, float scale, bool causal) {
+  PAC_CHECK(scores.dim() >= 2, "attention_softmax: scores must be [..., queries, keys], got {}",
+            scores.str());
+  const int64_t queries = scores.size(-2), keys = scores.size(-1);
+  PAC_CHECK(!causal || keys >= queries,
+            "attention_softmax: a causal mask needs at least as many keys as queries, got {}",
+            scores.str());
+  return softmax_op(scores, -1, false, "attention_softmax", scale, causal ? queries : 0);
+}
 
 // --- cross-entropy: target distribution q = (1 - eps) onehot(label) + eps / C ---
 class CrossEntropyBackward : public Node {
@@ -170,7 +192,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, float label_smo
   Tensor loss;
   if (logits.is_cuda()) {
     // Labels are checked on the device: an out-of-range one makes the loss NaN.
-    cuda::softmax_forward(logits.data<float>(), log_probs.data<float>(), n, c, 1, true);
+    cuda::softmax_forward(logits.data<float>(), log_probs.data<float>(), n, c, 1, true, 1.0f, 0);
     loss = detail::empty_on({}, logits);
     cuda::cross_entropy_forward(log_probs.data<float>(), labels.raw_data(), i64, loss.data<float>(),
                                 n, c, label_smoothing);
@@ -181,7 +203,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, float label_smo
       PAC_CHECK(label_values[r] >= 0 && label_values[r] < c,
                 "cross_entropy: label {} at position {} is outside [0, {})", label_values[r], r, c);
     }
-    softmax_kernel(logits.data<float>(), log_probs.data<float>(), {n, c, 1}, true);
+    softmax_kernel(logits.data<float>(), log_probs.data<float>(), {n, c, 1}, true, 1.0f, 0);
     const float* lp = log_probs.data<float>();
     double total = 0.0;
     for (int64_t r = 0; r < n; ++r) {

@@ -163,6 +163,17 @@ TEST_CASE("softmax, log-softmax and cross-entropy") {
   check_against_cpu("softmax inner", middle, [](const Inputs& t) { return softmax(t[0], 1); });
   check_against_cpu("log_softmax inner", middle,
                     [](const Inputs& t) { return log_softmax(t[0], 1); });
+  // Row lengths for each registers-per-lane size of the warp kernels, and past them (a block per
+  // row), with the causal mask and the scale of attention_softmax.
+  for (int64_t keys : {5, 33, 100, 256, 500, 1024, 1500}) {
+    CAPTURE(keys);
+    Inputs scores{randn({2, 3, std::min<int64_t>(keys, 70), keys}, 25)};
+    check_against_cpu("softmax rows", scores, [](const Inputs& t) { return softmax(t[0], -1); });
+    check_against_cpu("attention_softmax causal", scores,
+                      [](const Inputs& t) { return attention_softmax(t[0], 0.125f, true); });
+    check_against_cpu("attention_softmax", scores,
+                      [](const Inputs& t) { return attention_softmax(t[0], 0.125f, false); });
+  }
   Tensor labels = Tensor::from_indices({3, 0, 9, 9, 1, 4, 2, 7}, {8});
   for (float smoothing : {0.0f, 0.1f}) {
     check_against_cpu("cross_entropy", {randn({8, 10}, 24), labels},
