@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -161,7 +162,7 @@ def ours(model, method, args, compute_only=False):
                 *model_options(model, steps, ranks, args.batch, text),
                 "--batch", str(args.batch), "--max-steps", str(steps),
                 "--threads", "1", "--log-every", "1", "--quiet", "--metrics", metrics,
-                *(OURS["dense"] if compute_only else OURS[method] + sync)]
+                *(OURS["dense"] if compute_only else OURS[method] + sync + args.extra)]
         files = [os.path.join(tmp, f"metrics{i}.jsonl")
                  for i in range(args.ranks if compute_only else 1)]
         run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)
@@ -220,7 +221,11 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
+    p.add_argument("--extra", default="",
+                   help="more trainer options for our methods, e.g. smaller gradient buckets "
+                        "('--first-bucket-mb 0.05 --bucket-mb 0.25'); kept in each row")
     args = p.parse_args()
+    args.extra = shlex.split(args.extra)
     for name in args.methods.split(","):
         base, sync, _ = split_sync(name)
         torch_sync = base == "torch" and sync
@@ -254,6 +259,8 @@ def main():
             r.update({"rate": args.rate, "mode": os.environ.get("TESTBED_MODE", "unshaped"),
                       "link_mbit": link, "model": model, "method": method,
                       "impl": impl, "ranks": args.ranks, "batch": args.batch, "steps": args.steps,
+                      **({"extra": " ".join(args.extra)} if args.extra and impl == "pactrain"
+                         else {}),
                       "date": datetime.date.today().isoformat(), "commit": commit})
             with open(args.out, "a") as f:
                 f.write(json.dumps(r) + "\n")
