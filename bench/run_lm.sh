@@ -91,7 +91,13 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       [[ "$run" == *-layer* ]] && scope=layer
       [[ "$run" == nano-2-t* ]] && codec=(--compress-opt enc=ternary)
       [[ "$run" =~ -levels([0-9]+) ]] && codec+=(--compress-opt "levels=${BASH_REMATCH[1]}")
-      [[ "$run" == *-noef ]] && codec+=(--compress-opt ef=0 --compress-opt scale=fresh)
+      # With AdamW a bare nano-2-t80 takes the trainer's AdamW defaults (levels=15 ef=0); a run
+      # that names its levels keeps error feedback unless it says -noef.
+      if [[ "$run" == *-noef ]]; then
+        codec+=(--compress-opt ef=0 --compress-opt scale=fresh)
+      elif [[ "$run" == *-levels* ]]; then
+        codec+=(--compress-opt ef=1)
+      fi
       prune=(--prune magnitude --sparsity 0.8 --prune-scope "$scope"
              --prune-schedule gradual:200:1200:100)
       mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${every[@]}" "${prune[@]}" \

@@ -38,6 +38,18 @@ if "$pactrain" generate --checkpoint "$work/gpt.safetensors" --prompt "THE" 2>"$
   echo "a prompt outside the vocabulary was accepted"; exit 1
 fi
 grep -q "not in the model's vocabulary" "$work/err"
+# With AdamW a ternary pactrain codes in -15..15 without error feedback, unless told otherwise.
+loud=("${model[@]:0:${#model[@]}-1}")  # without --quiet, so the start-up lines are printed
+ternary=(--max-steps 2 --compress pactrain --compress-opt enc=ternary)
+"$pactrain" train "${loud[@]}" "${ternary[@]}" >"$work/log"
+grep -q "compressor: pactrain with adamw: levels=15 ef=0 " "$work/log"
+"$pactrain" train "${loud[@]}" "${ternary[@]}" --compress-opt levels=3 >"$work/log"
+grep -q "compressor: pactrain with adamw: ef=0 " "$work/log"
+sgd=("${loud[@]:0:14}" --optimizer sgd --batch 8 --threads 1)  # the model and data, with SGD
+"$pactrain" train "${sgd[@]}" "${ternary[@]}" >"$work/log"
+if grep -q "compressor: pactrain with" "$work/log"; then
+  echo "SGD took AdamW's ternary defaults"; exit 1
+fi
 [ "$mpiexec" = none ] && exit 0
 
 two() {  # NAME RATIO OPTION...: 2 ranks, 40 steps; the last loss below RATIO x the first
