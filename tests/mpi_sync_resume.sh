@@ -57,7 +57,7 @@ check() {
 # DiLoCo: AdamW inside (each rank's own moments), Nesterov outside, a pruned model whose
 # pseudo-gradient pactrain codes ternary with error feedback (each rank's own residuals).
 check diloco diloco:3 --optimizer adamw --lr 0.003 --prune magnitude --sparsity 0.5 \
-  --prune-schedule oneshot:0 --compress pactrain --compress-opt enc=ternary
+  --prune-schedule oneshot:0 --compress pactrain --compress-opt enc=ternary --compress-opt ef=1
 # Streaming DiLoCo: two fragments taking turns every 2 steps, an all-reduce in flight at the
 # checkpoint steps' turns; pactrain fp32 on the pruned pseudo-gradient. Its fragments never all
 # agree between full synchronisations, so each pruning event is one, taken at its step.
