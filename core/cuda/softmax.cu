@@ -120,8 +120,8 @@ int threads_for(int64_t size) {
   return threads;
 }
 
-// Calls launch.template operator()<kPerLane>() with the smallest registers-per-lane count that
-// holds a row of `size`; false when the row is too long for a warp.
+// Calls launch(std::integral_constant<int, kPerLane>) with the smallest count of values per lane
+// that holds a row of `size`; false when the row is too long for a warp.
 template <class Launch>
 bool with_warp_rows(int64_t size, Launch&& launch) {
   if (size <= 32) return launch(std::integral_constant<int, 1>{}), true;
