@@ -55,7 +55,8 @@ if [ -n "$prebuilt" ]; then
   cuda_dirs=""
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
     found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
-    [ -n "$found" ] && cuda_dirs="$cuda_dirs:$(dirname "$found")"
+    [ -n "$found" ] && [[ ":$cuda_dirs:" != *":$(dirname "$found"):"* ]] &&
+      cuda_dirs="$cuda_dirs:$(dirname "$found")"
   done
   export LD_LIBRARY_PATH="$prebuilt/lib$cuda_dirs:${LD_LIBRARY_PATH:-}"
   ldd "$prebuilt"/bin/* >"$out/ldd.txt" 2>&1

@@ -3,8 +3,9 @@
 # H200) and packs them with the shared libraries they need beyond glibc, libstdc++ and CUDA's
 # into .deps/prebuilt and .deps/prebuilt.tar.gz (ignored by git; about 15 MB packed), so that a
 # lent GPU machine with the same CUDA major version spends none of its minutes compiling: carry
-# the archive there and run `scripts/gpu_check.sh --prebuilt .deps/prebuilt.tar.gz`. Also fetches .deps/debs (scripts/gpu_deps.sh)
-# so that the check can still build there if the packed programs cannot start.
+# the archive there and run `scripts/gpu_check.sh --prebuilt .deps/prebuilt.tar.gz`. Also
+# fetches .deps/debs (scripts/gpu_deps.sh), so that the check can still build there if the packed
+# programs cannot start.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 arch=90

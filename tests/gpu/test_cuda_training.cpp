@@ -37,9 +37,10 @@ void resync(const Twin& cpu, const Twin& gpu, const optim::Optimizer& cpu_opt,
     Tensor weights = gpu.params[i].second->data();
     weights.copy_(cpu.params[i].second->data());
   }
-  for (size_t i = 0; i < cpu.model->named_buffers().size(); ++i) {
-    Tensor buffer = gpu.model->named_buffers()[i].second;
-    buffer.copy_(cpu.model->named_buffers()[i].second);
+  const auto cpu_buffers = cpu.model->named_buffers(), gpu_buffers = gpu.model->named_buffers();
+  for (size_t i = 0; i < cpu_buffers.size(); ++i) {
+    Tensor buffer = gpu_buffers[i].second;
+    buffer.copy_(cpu_buffers[i].second);
   }
   gpu_opt.load_state(cpu_opt.state());
 }
@@ -81,10 +82,11 @@ void train_twins(const models::ModelConfig& config, const Shape& input, MakeOpti
       CHECK(relative_error(gpu.params[i].second->data(), cpu.params[i].second->data()) <=
             tolerance);
     }
-    for (size_t i = 0; i < cpu.model->named_buffers().size(); ++i) {
-      INFO("buffer " << cpu.model->named_buffers()[i].first);
-      CHECK(relative_error(gpu.model->named_buffers()[i].second,
-                           cpu.model->named_buffers()[i].second) <= tolerance);
+    const auto cpu_buffers = cpu.model->named_buffers();
+    const auto gpu_buffers = gpu.model->named_buffers();
+    for (size_t i = 0; i < cpu_buffers.size(); ++i) {
+      INFO("buffer " << cpu_buffers[i].first);
+      CHECK(relative_error(gpu_buffers[i].second, cpu_buffers[i].second) <= tolerance);
     }
     resync(cpu, gpu, *cpu_opt, *gpu_opt);
   }
