@@ -15,6 +15,9 @@ struct StreamingDiLoCo::InFlight {
   std::vector<comm::Bucket> buckets;
   std::vector<std::vector<Tensor>> kept;  // per bucket, per entry; undefined when dense
   std::vector<comm::WorkPtr> work;
+  // The rank's byte count when the all-reduce started: what it sent until the all-reduce landed
+  // is what the fragment cost, however far the background sends had got at any one time.
+  uint64_t bytes_at_launch = 0;
 };
 
 StreamingDiLoCo::StreamingDiLoCo(const optim::NamedParameters& params, std::vector<Tensor>& anchor,
@@ -55,7 +58,6 @@ StreamingDiLoCo::StreamingDiLoCo(const optim::NamedParameters& params, std::vect
     fragment.outer = std::make_unique<optim::Sgd>(
         mine, optim::SgdOptions{outer_lr, outer_momentum, 0.0f, 0.0f, outer_momentum > 0.0f});
   }
-  bytes_mark_ = group_->bytes_sent();
 }
 
 StreamingDiLoCo::~StreamingDiLoCo() {
@@ -95,6 +97,7 @@ void StreamingDiLoCo::launch(size_t fragment) {
   InFlight& f = *in_flight_;
   f.fragment = fragment;
   f.buckets = make_fragment_buckets(fragment);
+  f.bytes_at_launch = group_->bytes_sent();
   std::map<const nn::Parameter*, size_t> index;
   for (size_t i = 0; i < params_.size(); ++i) index[params_[i].second.get()] = i;
   for (auto& bucket : f.buckets) {
@@ -123,10 +126,11 @@ void StreamingDiLoCo::launch(size_t fragment) {
   for (auto& bucket : f.buckets) f.work.push_back(compressor_->reduce(bucket, *group_));
 }
 
-void StreamingDiLoCo::apply(bool merge) {
+uint64_t StreamingDiLoCo::apply(bool merge) {
   NoGradGuard no_grad;
   InFlight& f = *in_flight_;
   for (auto& w : f.work) w->wait();
+  const uint64_t sent = group_->bytes_sent() - f.bytes_at_launch;
   compressor_->end_step(true);
   std::map<const nn::Parameter*, size_t> index;
   for (size_t i = 0; i < params_.size(); ++i) index[params_[i].second.get()] = i;
@@ -171,30 +175,25 @@ void StreamingDiLoCo::apply(bool merge) {
     }
   }
   in_flight_.reset();
+  return sent;
 }
 
 comm::ReducerStepStats StreamingDiLoCo::step(int64_t local_steps) {
   comm::ReducerStepStats stats;
   if (!turn(local_steps)) return stats;
-  if (in_flight_) apply(true);
+  if (in_flight_) stats.bytes_sent = apply(true);
   launch(next_);
   next_ = (next_ + 1) % fragments_.size();
-  const uint64_t now = group_->bytes_sent();
-  stats.bytes_sent = now - bytes_mark_;
-  bytes_mark_ = now;
   return stats;
 }
 
 comm::ReducerStepStats StreamingDiLoCo::synchronise_all() {
-  if (in_flight_) apply(true);
+  comm::ReducerStepStats stats;
+  if (in_flight_) stats.bytes_sent = apply(true);
   for (size_t f = 0; f < fragments_.size(); ++f) {
     launch(f);
-    apply(false);
+    stats.bytes_sent += apply(false);
   }
-  comm::ReducerStepStats stats;
-  const uint64_t now = group_->bytes_sent();
-  stats.bytes_sent = now - bytes_mark_;
-  bytes_mark_ = now;
   return stats;
 }
 
@@ -233,7 +232,6 @@ void StreamingDiLoCo::load_state(const StateDict& state) {
             fragments());
   next_ = static_cast<size_t>(next);
   read.finish();
-  bytes_mark_ = group_->bytes_sent();
 }
 
 }  // namespace pac

@@ -33,8 +33,8 @@ class StreamingDiLoCo {
   ~StreamingDiLoCo();
 
   // After `local_steps` local steps (counted from the end of the warm-up): at a turn, applies the
-  // fragment in flight and starts the next one's all-reduce. Returns the bytes this rank sent
-  // since the last turn.
+  // fragment in flight and starts the next one's all-reduce. Returns the bytes this rank sent for
+  // the all-reduce that landed (none at the first turn, where nothing was in flight).
   comm::ReducerStepStats step(int64_t local_steps);
   // Applies the fragment in flight, then synchronises every fragment at once and without mixing,
   // so that every rank holds the same parameters (for evaluation and checkpoints).
@@ -63,8 +63,8 @@ class StreamingDiLoCo {
   std::vector<comm::Bucket> make_fragment_buckets(size_t fragment) const;
   void launch(size_t fragment);
   // Waits for the fragment in flight and takes its outer step; with `merge`, each rank then mixes
-  // the global values with its own.
-  void apply(bool merge);
+  // the global values with its own. Returns the bytes this rank sent since the launch.
+  uint64_t apply(bool merge);
 
   optim::NamedParameters params_;
   std::vector<Tensor>& anchor_;
@@ -75,7 +75,6 @@ class StreamingDiLoCo {
   std::vector<Fragment> fragments_;
   std::unique_ptr<InFlight> in_flight_;
   size_t next_ = 0;  // the fragment whose turn is next
-  uint64_t bytes_mark_ = 0;
   // Per bucket index, its parameters' mask versions when it was last reduced: when they change,
   // the compressor drops what it kept for the old layout.
   std::map<int, std::vector<uint64_t>> mask_versions_;
