@@ -131,11 +131,14 @@ comm::ReducerStepStats OuterSync::synchronise() {
   NoGradGuard no_grad;
   if (stream_) {
     comm::ReducerStepStats stats = stream_->synchronise_all();
-    average_buffers();
+    stats.bytes_sent += average_buffers();
     pending_ = 0;
     return stats;
   }
   reducer_.set_paused(false);
+  // The buffers first: the Reducer counts what the rank sent since its last step, so this
+  // synchronisation's bytes hold them.
+  average_buffers();
   // The pseudo-gradient, anchor - local, into each gradient (compact where a mask is: the same
   // kept entries on every rank, zero elsewhere).
   comm::ReducerStepStats stats = reducer_.reduce_now([&] {
@@ -159,18 +162,20 @@ comm::ReducerStepStats OuterSync::synchronise() {
   }
   outer_->step();
   for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].second->data());
-  average_buffers();
   pending_ = 0;
   return stats;
 }
 
-void OuterSync::average_buffers() {
-  if (group_->size() == 1) return;
+uint64_t OuterSync::average_buffers() {
+  if (group_->size() == 1) return 0;
+  const uint64_t before = group_->bytes_sent();
   std::vector<comm::WorkPtr> pending;
   for (auto& [name, b] : model_.named_buffers()) {
-    if (b.dtype() == DType::f32) pending.push_back(group_->all_reduce(b, comm::ReduceOp::avg));
+    if (b.dtype() == DType::f32 && !options_.unshared_buffers.count(name))
+      pending.push_back(group_->all_reduce(b, comm::ReduceOp::avg));
   }
   for (auto& w : pending) w->wait();
+  return group_->bytes_sent() - before;
 }
 
 }  // namespace pac

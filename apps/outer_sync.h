@@ -10,13 +10,15 @@
 // Reducer, through its buckets and compressor. With pruning masks it is exactly zero at pruned
 // entries on every rank, so pactrain sends only the kept ones (ternary-coded with error feedback
 // if asked): fewer synchronisations, times fewer values, times fewer bits. Buffers (batch-norm
-// statistics) are averaged at every synchronisation.
+// statistics) are averaged at every synchronisation, except those re-estimated before every use
+// (SyncOptions::unshared_buffers): training mode never reads them, so they need not travel.
 //   diloco:H:fragments=F[:mix=A]
 //             Streaming DiLoCo (streaming_diloco.h): one of F fragments every H/F steps, its
 //             all-reduce overlapped with the inner steps that follow, mixed in with weight A.
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,9 @@ struct SyncOptions {
   float outer_lr = 0.7f, outer_momentum = 0.9f;  // diloco's outer SGD (Nesterov)
   int64_t fragments = 0;                         // > 0: streaming DiLoCo with F fragments
   float mix = 0.5f;  // streaming: the weight of a rank's own values against the global ones
+  // Buffers left out of the averaging at a synchronisation, by name: batch-norm statistics that
+  // are recalibrated before each evaluation (nn::recalibrated_buffer_names).
+  std::set<std::string> unshared_buffers;
 };
 
 // "step", "local:H", "diloco:H" or "diloco:H:fragments=F[:mix=A]"; a clear error for anything
@@ -87,8 +92,9 @@ class OuterSync {
   std::unique_ptr<StreamingDiLoCo> stream_;
   int64_t pending_ = 0;
 
-  // Batch-norm statistics and other f32 buffers, averaged over the ranks.
-  void average_buffers();
+  // Batch-norm statistics and other f32 buffers, averaged over the ranks (but unshared_buffers).
+  // Returns the bytes this rank sent for them.
+  uint64_t average_buffers();
 };
 
 }  // namespace pac

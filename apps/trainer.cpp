@@ -201,8 +201,28 @@ TrainResult train(const TrainOptions& options) {
     PAC_CHECK(o.prune_exclude.empty(), "--prune-exclude needs --prune");
     PAC_CHECK(o.prune_options.empty(), "--prune-opt needs --prune");
   }
-  std::unique_ptr<OuterSync> outer;
   SyncOptions sync_options = parse_sync(o.sync);
+  // DiLoCo's outer step moves the weights past the average that the ranks' batch-norm statistics
+  // were gathered under, so that evaluation mode no longer fits them: re-estimate them first, on
+  // training batches that every rank draws alike (seeded by the epoch, so a resumed run draws the
+  // same), before rank 0's are shared.
+  PAC_CHECK(o.recalibrate_bn >= -1, "--recalibrate-bn must be >= 0, got {}", o.recalibrate_bn);
+  int64_t recalibrate_batches =
+      o.recalibrate_bn >= 0 ? o.recalibrate_bn : (sync_options.kind == "diloco" ? 20 : 0);
+  std::unique_ptr<data::Loader> recalibration_loader;
+  if (recalibrate_batches > 0 && !run_data.is_text()) {
+    recalibration_loader = std::make_unique<data::Loader>(
+        run_data.train,
+        data::LoaderOptions{o.batch, true, o.seed + 1, 0, 1, true, o.crop_padding, o.flip, false});
+    // The default takes what a small training set has; a number given must be there.
+    if (o.recalibrate_bn < 0) {
+      recalibrate_batches = std::min(recalibrate_batches, recalibration_loader->num_batches());
+    }
+    PAC_CHECK(recalibration_loader->num_batches() >= recalibrate_batches,
+              "--recalibrate-bn {}: the training set has only {} batches of {}",
+              recalibrate_batches, recalibration_loader->num_batches(), o.batch);
+  }
+  std::unique_ptr<OuterSync> outer;
   if (sync_options.kind != "step") {
     PAC_CHECK(world > 1, "--sync {} needs data-parallel ranks (mpirun -np N ...)", o.sync);
     PAC_CHECK(o.eval_every == 0,
@@ -212,6 +232,8 @@ TrainResult train(const TrainOptions& options) {
     sync_options.warmup = o.sync_warmup;
     sync_options.outer_lr = o.outer_lr;
     sync_options.outer_momentum = o.outer_momentum;
+    // Re-estimated before every evaluation, the batch-norm statistics need not travel.
+    if (recalibration_loader) sync_options.unshared_buffers = nn::recalibrated_buffer_names(*model);
     outer = std::make_unique<OuterSync>(*model, *reducer, group, sync_options,
                                         sync_options.fragments > 0
                                             ? comm::make_compressor(o.compress, o.compress_options)
@@ -310,26 +332,6 @@ TrainResult train(const TrainOptions& options) {
     if (pruner) std::printf("pruning: %s\n", pruner->describe().c_str());
   }
 
-  // DiLoCo's outer step moves the weights past the average that the ranks' batch-norm statistics
-  // were gathered under, so that evaluation mode no longer fits them: re-estimate them first, on
-  // training batches that every rank draws alike (seeded by the epoch, so a resumed run draws the
-  // same), before rank 0's are shared.
-  PAC_CHECK(o.recalibrate_bn >= -1, "--recalibrate-bn must be >= 0, got {}", o.recalibrate_bn);
-  int64_t recalibrate_batches =
-      o.recalibrate_bn >= 0 ? o.recalibrate_bn : (sync_options.kind == "diloco" ? 20 : 0);
-  std::unique_ptr<data::Loader> recalibration_loader;
-  if (recalibrate_batches > 0 && !run_data.is_text()) {
-    recalibration_loader = std::make_unique<data::Loader>(
-        run_data.train,
-        data::LoaderOptions{o.batch, true, o.seed + 1, 0, 1, true, o.crop_padding, o.flip, false});
-    // The default takes what a small training set has; a number given must be there.
-    if (o.recalibrate_bn < 0) {
-      recalibrate_batches = std::min(recalibrate_batches, recalibration_loader->num_batches());
-    }
-    PAC_CHECK(recalibration_loader->num_batches() >= recalibrate_batches,
-              "--recalibrate-bn {}: the training set has only {} batches of {}",
-              recalibrate_batches, recalibration_loader->num_batches(), o.batch);
-  }
   if (leader && !quiet && recalibration_loader) {
     std::printf("evaluation: batch-norm statistics re-estimated on %ld training batches first\n",
                 static_cast<long>(recalibrate_batches));

@@ -55,4 +55,15 @@ int recalibrate_batch_norm(Module& model, int64_t batches,
   return static_cast<int>(layers.size());
 }
 
+std::set<std::string> recalibrated_buffer_names(Module& model) {
+  std::set<std::string> names;
+  for (auto& [name, module] : model.named_modules()) {
+    if (!dynamic_cast<BatchNorm2d*>(module)) continue;
+    const std::string prefix = name.empty() ? "" : name + ".";
+    names.insert(prefix + "running_mean");
+    names.insert(prefix + "running_var");
+  }
+  return names;
+}
+
 }  // namespace pac::nn

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <set>
+#include <string>
 
 #include "layers/module.h"
 
@@ -33,5 +35,8 @@ class BatchNorm2d : public Module {
 // with none it runs nothing.
 int recalibrate_batch_norm(Module& model, int64_t batches,
                            const std::function<Tensor(int64_t)>& input);
+// The buffers recalibrate_batch_norm re-estimates, by their names in model.named_buffers(): code
+// that recalibrates before every use of them need not keep them in agreement otherwise.
+std::set<std::string> recalibrated_buffer_names(Module& model);
 
 }  // namespace pac::nn

@@ -9,6 +9,7 @@
 #include "core/autograd.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "layers/batch_norm.h"
 #include "tests/mpi/world.h"
 
 using namespace pac;
@@ -146,6 +147,44 @@ TEST_CASE("local SGD: local steps send nothing; a synchronisation averages the p
     for (size_t j = 0; j < now.size(); ++j)
       REQUIRE(now[j] == doctest::Approx(expected[i][j]).epsilon(1e-5));
   }
+}
+
+TEST_CASE(
+    "a synchronisation averages the buffers, but leaves those re-estimated before use unsent") {
+  std::map<bool, uint64_t> sent;  // by whether the batch-norm statistics are left out
+  for (const bool recalibrated : {false, true}) {
+    CAPTURE(recalibrated);
+    default_generator().manual_seed(35);
+    auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(6, 8), std::make_shared<nn::BatchNorm2d>(8),
+        std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(8, 3)});
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
+    optim::Sgd sgd(model->named_parameters(), {0.1f, 0.9f});
+    SyncOptions options = sync("local:2");
+    if (recalibrated) {
+      options.unshared_buffers = nn::recalibrated_buffer_names(*model);
+      CHECK(options.unshared_buffers == std::set<std::string>{"1.running_mean", "1.running_var"});
+    }
+    OuterSync outer(*model, reducer, world_ptr(), options);
+    for (int64_t step = 0; step < 2; ++step) {
+      REQUIRE(outer.begin_step(step));
+      local_step(*model, sgd, 60 + step);  // each rank's own batches move its statistics
+    }
+    const uint64_t before = world().bytes_sent();
+    comm::ReducerStepStats stats = outer.synchronise();
+    sent[recalibrated] = world().bytes_sent() - before;
+    CHECK(stats.bytes_sent == sent[recalibrated]);  // the buffers' bytes are counted
+    for (const auto& [name, p] : model->named_parameters()) {
+      CAPTURE(name);
+      CHECK(identical_on_every_rank(p->data()));
+    }
+    for (const auto& [name, b] : model->named_buffers()) {
+      CAPTURE(name);
+      CHECK(identical_on_every_rank(b) == !recalibrated);
+    }
+  }
+  const int r = world().rank(), p = world().size();
+  CHECK(sent[false] - sent[true] == 2 * testing::ring_bytes(8, 4, r, p));
 }
 
 TEST_CASE("DiLoCo: an outer Nesterov step from the anchor along the averaged pseudo-gradient") {
