@@ -16,6 +16,9 @@
 #        a last -seedN suffix runs the same recipe with seed N (default 1), e.g. t80-levels3-seed2
 # With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
 # machine); with --table it only prints the table of the runs already done.
+# End to end on a shaped link: inside `scripts/testbed --mode hosts --rate R --`, each rank trains
+# on its own host and link, and the run is saved as NAME-at-R (t80 -> t80-at-10mbit), beside the
+# unshaped one. The PyTorch runs start their ranks on one host, so they are refused there.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -33,6 +36,12 @@ recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --
         --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
         --threads 1)
 steps_per_epoch=468  # 60000 / 128
+launch=(mpirun -np 2) at=""
+if [ -n "${TESTBED_HOSTFILE:-}" ]; then
+  [ "${TESTBED_MODE:-}" = hosts ] || { echo "run_accuracy.sh: on the testbed, use --mode hosts" >&2; exit 2; }
+  launch=(mpirun --hostfile "$TESTBED_HOSTFILE" --mca plm_rsh_agent "$TESTBED_RSH" -np 2)
+  at="-at-${TESTBED_RATE}"
+fi
 
 for run in "${runs[@]+"${runs[@]}"}"; do
   momentum=(--momentum 0.9 --nesterov)
@@ -41,6 +50,7 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   if [[ "$run" =~ ^(.+)-seed([0-9]+)$ ]]; then
     run="${BASH_REMATCH[1]}" seed="${BASH_REMATCH[2]}"
   fi
+  name="$name$at"
   # A -localH or -dilocoH suffix (or the whole name) synchronises every H steps.
   sync=step base="$run"
   if [[ "$run" =~ ^(.*-)?(local|diloco)([0-9]+)$ ]]; then
@@ -57,6 +67,7 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   fi
   case "$base" in
     torch | torch-allreduce | torch-fp16 | torch-powersgd[24])
+      [ -z "$at" ] || { echo "run_accuracy.sh: $run starts its ranks on one host; not on the testbed" >&2; exit 2; }
       "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
       hook="${base#torch}" hook="${hook#-}"
       /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$name.jsonl" \
@@ -81,7 +92,7 @@ for run in "${runs[@]+"${runs[@]}"}"; do
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH, then -seedN" >&2; exit 2 ;;
   esac
-  mpirun -np 2 "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
+  "${launch[@]}" "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
     --sync "$sync" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done
 
