@@ -3,6 +3,7 @@
 // product against a closed form), a criterion registered from this file, and the report.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include "apps/models/registry.h"
 #include "apps/trainer.h"
 #include "comm/compressors/pactrain.h"
+#include "comm/compressors/pactrain_auto.h"
 #include "comm/process_group.h"
 #include "core/autograd.h"
 #include "core/generator.h"
@@ -421,6 +423,29 @@ TEST_CASE("stochastic levels are unbiased, and more levels code with less error"
   }
   // About s E|v| - E v^2 for ternary against (s / 3)^2 / 6 with three levels: a fifth or less.
   CHECK(squared_error[3] < 0.25 * squared_error[1]);
+}
+
+TEST_CASE("enc=auto picks fp32 on a fast link, bf16 between, and ternary on a slow one") {
+  using comm::AutoCandidate;
+  // Seconds: t_v, t_1, and the codecs of fp32, bf16, ternary; ternary sends 0.5 bytes a value.
+  auto pick = [](double t_vector, double t_one, std::array<double, 3> codec, bool waits) {
+    comm::EncodingCosts costs;
+    costs.all_reduce_vector = t_vector;
+    costs.all_reduce_one = t_one;
+    costs.codec = codec;
+    return comm::cheapest_encoding(costs, 0.5, waits);
+  };
+  // Fast: 1 ms of bandwidth; fp32 0.0021, bf16 0.0023, ternary 0.006.
+  CHECK(pick(0.002, 0.001, {1e-4, 8e-4, 5e-3}, false) == AutoCandidate::fp32);
+  // Between: 19 ms of bandwidth; fp32 0.0201, bf16 0.0115, ternary 0.0234.
+  CHECK(pick(0.020, 0.001, {1e-4, 1e-3, 2e-2}, false) == AutoCandidate::bf16);
+  // Slow: a second of bandwidth; ternary's 0.125 of it wins over any codec cost here.
+  CHECK(pick(1.0, 0.001, {1e-4, 1e-3, 1e-2}, false) == AutoCandidate::ternary);
+  // Waiting for its scales costs ternary one more latency: 0.045 becomes 0.055, above fp32's 0.05.
+  CHECK(pick(0.05, 0.01, {0.0, 1.0, 0.03}, false) == AutoCandidate::ternary);
+  CHECK(pick(0.05, 0.01, {0.0, 1.0, 0.03}, true) == AutoCandidate::fp32);
+  // An all-reduce measured faster than the latency probe is no negative bandwidth cost.
+  CHECK(pick(0.001, 0.002, {1e-4, 0.0, 0.0}, false) == AutoCandidate::bf16);
 }
 
 TEST_CASE("the report counts kept weights, FLOPs and bytes per step") {

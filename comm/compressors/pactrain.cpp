@@ -14,12 +14,8 @@
 //              (biases, norm scales and shifts) travel in fp32 beside them: a ternary step of
 //              +-s or 0 on every normalisation shift left the network trained in training mode
 //              but broken in evaluation mode. Passes: prepare, encode, decode.
-//   auto       measures, per bucket when its plan is built, one all-reduce of the compact fp32
-//              vector (t_v), one of a single value (t_1, the latency) and each encoding's
-//              encode+decode time (c_e), averages them over the ranks so all choose alike, and
-//              picks the smallest
-//                cost(e) = t_1 + (t_v - t_1) * bytes(e) / 4 + c_e  (+ t_1 when ternary waits for
-//              its scales).
+//   auto       measures the link and each encoding's codec when a bucket's plan is built, and
+//              picks the cheapest of fp32, bf16 and ternary (pactrain_auto.h has the rule).
 // A plan (the encoding, the ternary positions) is rebuilt only when a mask changes. The encoding
 // codes every bucket that holds weights, pruned or not, so the steps before the first pruning
 // event are coded too (before, they went dense in fp32: at 10 Mbit/s ResNet-20's first epoch then
@@ -57,6 +53,7 @@
 #include <optional>
 
 #include "comm/compressors/builtin.h"
+#include "comm/compressors/pactrain_auto.h"
 #include "comm/compressors/pactrain_kernels.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
@@ -479,88 +476,64 @@ class Pactrain : public Compressor {
     });
   }
 
-  // enc=auto: the rule in the header, from measurements averaged over the ranks. The codecs run
-  // on a copy of the bucket: the gradient in it is this step's.
+  // enc=auto (pactrain_auto.h). The codecs run on a copy of the bucket: the gradient in it is
+  // this step's.
   Encoding choose(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
-    using Clock = std::chrono::steady_clock;
-    auto seconds = [](Clock::time_point t) {
-      return std::chrono::duration<double>(Clock::now() - t).count();
-    };
-    // On the GPU the work is asynchronous: each measurement waits for the device to finish.
     const Device device = bucket.flat.device();
-    auto finish = [&] {
-      if (!device.is_cpu()) cuda_synchronize();
-    };
-    auto best_of_two = [&](const std::function<void()>& f) {
-      double best = 1e30;
-      for (int i = 0; i < 2; ++i) {
-        finish();
-        auto t = Clock::now();
-        f();
-        finish();
-        best = std::min(best, seconds(t));
-      }
-      return best;
-    };
-    const int64_t k = bucket.flat.numel();
-    Tensor probe = Tensor::zeros({k}, DType::f32, device);
-    Tensor one = Tensor::zeros({1}, DType::f32, device);
-    group.all_reduce(probe, ReduceOp::sum)->wait();  // warm-up
-    double t_vector = best_of_two([&] { group.all_reduce(probe, ReduceOp::sum)->wait(); });
-    double t_one = best_of_two([&] { group.all_reduce(one, ReduceOp::sum)->wait(); });
-    std::vector<double> measured = {t_vector, t_one};
-    const Encoding candidates[] = {Encoding::fp32, Encoding::bf16, Encoding::ternary};
-    bool saved_ef = error_feedback_;
+    const bool saved_ef = error_feedback_;
     error_feedback_ = false;  // calibration must not leave a residual behind
     Bucket scratch = bucket;
     scratch.flat = bucket.flat.clone();
-    for (Encoding e : candidates) {
-      plan.encoding = e;
-      allocate(plan, scratch, group.size());
-      double codec_before = codec_seconds_;
-      uint64_t kernels_before = kernels_;
-      finish();
-      auto t = Clock::now();
-      switch (e) {
-        case Encoding::fp32:
+    auto codec_seconds = [&](AutoCandidate candidate) {
+      const double codec_before = codec_seconds_;
+      const uint64_t kernels_before = kernels_;
+      const auto start = std::chrono::steady_clock::now();
+      switch (candidate) {
+        case AutoCandidate::fp32:
+          plan.encoding = Encoding::fp32;
           scale_(scratch.flat, 1.0f / static_cast<float>(group.size()));  // the average
           break;
-        case Encoding::ternary:
+        case AutoCandidate::bf16:
+          plan.encoding = Encoding::bf16;
+          allocate(plan, scratch, group.size());
+          encode_half(plan, scratch, group.size());
+          decode_half(plan, scratch);
+          break;
+        case AutoCandidate::ternary:
+          plan.encoding = Encoding::ternary;
+          allocate(plan, scratch, group.size());
           prepare_ternary(plan, scratch, group);
           encode_ternary(plan, group);
           decode_ternary(plan, scratch, group.size());
           break;
-        default:
-          encode_half(plan, scratch, group.size());
-          decode_half(plan, scratch);
       }
-      finish();
-      // The ternary prepare waits for its scale all-reduce; only the coding counts as codec time.
-      double codec = e == Encoding::ternary ? codec_seconds_ - codec_before : seconds(t);
+      if (!device.is_cpu()) cuda_synchronize();
+      // The ternary prepare waits for its scale all-reduce; only the coding counts there.
+      const double seconds =
+          candidate == AutoCandidate::ternary
+              ? codec_seconds_ - codec_before
+              : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       codec_seconds_ = codec_before;
       kernels_ = kernels_before;
-      measured.push_back(codec);
       scratch.flat.copy_(bucket.flat);
-    }
+      return seconds;
+    };
+    const EncodingCosts costs =
+        measure_encoding_costs(bucket.flat.numel(), device, group, codec_seconds);
     error_feedback_ = saved_ef;
-    Tensor shared = Tensor::from_vector(std::vector<float>(measured.begin(), measured.end()),
-                                        {static_cast<int64_t>(measured.size())});
-    group.all_reduce(shared, ReduceOp::avg)->wait();
-    auto m = shared.to_vector();
-    double bandwidth_part = std::max(0.0, double(m[0]) - m[1]);
-    PactrainLayout layout = pactrain_layout(bucket);
-    double ternary_bytes =
+    const PactrainLayout layout = pactrain_layout(bucket);
+    const double ternary_bytes =
         double(ternary_wire(group.size(), levels_, device.is_cpu()).bytes(layout.coded) +
                4 * layout.plain) /
-        double(k);
-    double scale_wait = previous_scale_ ? 0.0 : m[1];
-    double cost[] = {m[1] + bandwidth_part + m[2], m[1] + bandwidth_part * 0.5 + m[3],
-                     m[1] + scale_wait + bandwidth_part * ternary_bytes / 4.0 + m[4]};
-    int best = 0;
-    for (int i = 1; i < 3; ++i) {
-      if (cost[i] < cost[best]) best = i;
+        double(bucket.flat.numel());
+    switch (cheapest_encoding(costs, ternary_bytes, !previous_scale_)) {
+      case AutoCandidate::bf16:
+        return Encoding::bf16;
+      case AutoCandidate::ternary:
+        return Encoding::ternary;
+      default:
+        return Encoding::fp32;
     }
-    return candidates[best];
   }
 
   Encoding encoding_;
