@@ -39,7 +39,8 @@ steps_per_epoch=468  # 60000 / 128
 launch=(mpirun -np 2) at=""
 if [ -n "${TESTBED_HOSTFILE:-}" ]; then
   [ "${TESTBED_MODE:-}" = hosts ] || { echo "run_accuracy.sh: on the testbed, use --mode hosts" >&2; exit 2; }
-  launch=(mpirun --hostfile "$TESTBED_HOSTFILE" --mca plm_rsh_agent "$TESTBED_RSH" -np 2)
+  # Each host has one slot, so mpirun would bind every rank to the same core 0.
+  launch=(mpirun --hostfile "$TESTBED_HOSTFILE" --mca plm_rsh_agent "$TESTBED_RSH" --bind-to none -np 2)
   at="-at-${TESTBED_RATE}"
 fi
 
