@@ -485,23 +485,22 @@ class Pactrain : public Compressor {
     Bucket scratch = bucket;
     scratch.flat = bucket.flat.clone();
     auto codec_seconds = [&](AutoCandidate candidate) {
+      const Encoding encodings[] = {Encoding::fp32, Encoding::bf16, Encoding::ternary};
+      plan.encoding = encodings[static_cast<int>(candidate)];
+      allocate(plan, scratch, group.size());  // outside the time taken, as at a plan's build
+      if (!device.is_cpu()) cuda_synchronize();
       const double codec_before = codec_seconds_;
       const uint64_t kernels_before = kernels_;
       const auto start = std::chrono::steady_clock::now();
       switch (candidate) {
         case AutoCandidate::fp32:
-          plan.encoding = Encoding::fp32;
           scale_(scratch.flat, 1.0f / static_cast<float>(group.size()));  // the average
           break;
         case AutoCandidate::bf16:
-          plan.encoding = Encoding::bf16;
-          allocate(plan, scratch, group.size());
           encode_half(plan, scratch, group.size());
           decode_half(plan, scratch);
           break;
         case AutoCandidate::ternary:
-          plan.encoding = Encoding::ternary;
-          allocate(plan, scratch, group.size());
           prepare_ternary(plan, scratch, group);
           encode_ternary(plan, group);
           decode_ternary(plan, scratch, group.size());
