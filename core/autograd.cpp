@@ -1,6 +1,7 @@
 #include "core/autograd.h"
 
 #include <atomic>
+#include <limits>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,10 +19,15 @@ void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
 
 // The sink of a leaf: sums the incoming gradient into leaf.grad (or hands it to the leaf's own
 // GradSink), then fires the leaf's grad-ready hooks. The engine runs it once per backward, after
-// every contribution has arrived.
+// every contribution has arrived, and before any other ready node: it is made once, in the first
+// forward pass that uses the leaf, so by creation order it would wait behind every node of every
+// later graph, and a parameter's grad-ready hook would fire only when all of backward was done,
+// leaving a DDP reducer nothing to overlap its all-reduces with.
 class AccumulateGrad : public Node {
  public:
-  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {
+    sequence_nr = std::numeric_limits<uint64_t>::max();
+  }
   std::string name() const override { return "AccumulateGrad"; }
 
   std::vector<Tensor> apply(const Tensor& grad_output) override {

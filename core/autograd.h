@@ -26,7 +26,9 @@ class Node {
   // null when input i does not require a gradient.
   std::vector<std::shared_ptr<Node>> next;
   // Creation order. Among nodes that are ready, the newest runs first, so gradients become
-  // ready in reverse order of the forward pass, as DDP's bucketing expects.
+  // ready in reverse order of the forward pass, as DDP's bucketing expects. A leaf's accumulator
+  // outlives the graph it was made in, so its creation order would be the oldest of all: it has
+  // the largest number instead and runs as soon as its gradient is complete (autograd.cpp).
   uint64_t sequence_nr;
 };
 

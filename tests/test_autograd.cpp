@@ -72,6 +72,29 @@ TEST_CASE("hooks fire in reverse order of use in the forward pass") {
   CHECK(order == std::vector<int>{3, 2, 1});
 }
 
+TEST_CASE("a weight's hook fires as soon as its gradient is complete, in every backward") {
+  // What lets a DDP reducer overlap its all-reduces with backward: w3's gradient is final before
+  // the first layer's backward runs, and its hook must fire then, also in the steps after the
+  // first (a weight's accumulator is made once and outlives every later graph). The input x, a
+  // fresh leaf each step, is the last thing backward reaches.
+  Tensor w1 = Tensor::ones({2, 2}).requires_grad_();
+  Tensor w2 = Tensor::ones({2, 2}).requires_grad_();
+  Tensor w3 = Tensor::ones({2, 2}).requires_grad_();
+  std::vector<int> order;
+  w1.register_grad_ready_hook([&](Tensor&) { order.push_back(1); });
+  w2.register_grad_ready_hook([&](Tensor&) { order.push_back(2); });
+  w3.register_grad_ready_hook([&](Tensor&) { order.push_back(3); });
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    order.clear();
+    Tensor x = Tensor::ones({1, 2}).requires_grad_();
+    x.register_grad_ready_hook([&](Tensor&) { order.push_back(0); });
+    Tensor h = relu(matmul(relu(matmul(matmul(mul_scalar(x, 2.0f), w1), w2)), w3));
+    sum(h).backward();
+    CHECK(order == std::vector<int>{3, 2, 1, 0});
+  }
+}
+
 TEST_CASE("a gradient that is a view into a flat buffer is accumulated in place") {
   // This is how the Reducer's buckets work: every .grad is a view into one flat buffer.
   Tensor bucket = Tensor::zeros({7});
