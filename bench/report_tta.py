@@ -9,13 +9,16 @@ sends more in its early epochs than with its final masks, which is what the shap
 measured with, so its epochs before the last pruning event are charged the extra bytes at the
 link's calibrated rate: step time + (that epoch's bytes - the final bytes) / rate. Evaluation time
 is left out (the same for every method). Prints Markdown; --plot draws accuracy against wall time.
-Usage: report_tta.py --curves DIR --steps FILE [--target 0.925] [--model resnet20]
+Several --steps files (repeated timing runs on a noisy machine) give each method the median of
+its step times across them.
+Usage: report_tta.py --curves DIR --steps FILE [FILE ...] [--target 0.925] [--model resnet20]
                      [--plot FILE.svg]"""
 import argparse
 import collections
 import json
 import os
 import re
+import statistics
 import sys
 
 # Accuracy runs (bench/run_accuracy.sh names) and the testbed methods that time them.
@@ -100,17 +103,26 @@ def epoch_bytes_per_step(records, epoch, steps_per_epoch=468):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--curves", required=True)
-    p.add_argument("--steps", required=True)
+    p.add_argument("--steps", required=True, nargs="+")
     p.add_argument("--target", type=float, default=0.925)
     p.add_argument("--model", default="resnet20")
     p.add_argument("--steps-per-epoch", type=int, default=468)
     p.add_argument("--plot")
     args = p.parse_args()
     timed = {}
-    for line in open(args.steps):
-        r = json.loads(line)
-        if r["model"] == args.model:
-            timed[(r["rate"], r["method"])] = r  # a rerun replaces the earlier one
+    repeats = collections.defaultdict(list)
+    for path in args.steps:
+        in_file = {}
+        for line in open(path):
+            r = json.loads(line)
+            if r["model"] == args.model:
+                in_file[(r["rate"], r["method"])] = r  # a rerun replaces the earlier one
+        for key, r in in_file.items():
+            repeats[key].append(r)
+    for key, rs in repeats.items():
+        rs = sorted(rs, key=lambda r: r["step_s"])
+        timed[key] = dict(rs[len(rs) // 2], step_s=statistics.median(r["step_s"] for r in rs),
+                          repeats=len(rs))
     rates = sorted({rate for rate, _ in timed}, key=lambda r: float(r.rstrip("mgbit") or 0) *
                    (1000 if r.endswith("gbit") else 1))
     runs = []
@@ -120,7 +132,7 @@ def main():
             runs.append((run, testbed_method(run)))
     if not runs or not rates:
         sys.exit("report_tta: no curves in {} or no step times for {} in {}".format(
-            args.curves, args.model, args.steps))
+            args.curves, args.model, ", ".join(args.steps)))
     series = {}
     for rate in rates:
         modes = {timed[(rate, m)].get("mode", "?") for _, m in runs if (rate, m) in timed}

@@ -32,9 +32,15 @@ runs=("$@")
 [ ${#runs[@]} -gt 0 ] && [ -z "${BUILD_DIR:-}" ] && "$root/scripts/build.sh" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# ResNet-20's gradient is 1.09 MB: DDP's default buckets (1 MB first) put 96% of it in one bucket,
+# complete about 48 ms before backward ends. Three buckets let the first all-reduce start
+# about 145 ms before, for the pruning ramp's epochs that send up to four times the final bytes
+# (docs/results.md). fp32 and dense runs compute the same with any layout; a ternary run draws
+# its coin flips per bucket, and top-k keeps its 0.1% per bucket (runs before 2026-12-04 evening:
+# the default layout).
 recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --optimizer sgd
         --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
-        --threads 1)
+        --first-bucket-mb 0.4 --bucket-mb 0.5 --threads 1)
 steps_per_epoch=468  # 60000 / 128
 launch=(mpirun -np 2) at=""
 if [ -n "${TESTBED_HOSTFILE:-}" ]; then
