@@ -40,11 +40,9 @@ class BatchNormBackward : public Node {
       for (int64_t b = 0; b < n; ++b) {
         const float* xs = px + (b * c + ch) * s;
         const float* gs = pg + (b * c + ch) * s;
-        float plane_dy = 0.0f, plane_dy_xhat = 0.0f;
-        for (int64_t i = 0; i < s; ++i) {
-          plane_dy += gs[i];
-          plane_dy_xhat += gs[i] * (xs[i] - mu);
-        }
+        float plane_dy = vec::sum(gs, s, [](float dy) { return dy; });
+        float plane_dy_xhat =
+            vec::sum(gs, xs, s, [mu](float dy, float v) { return dy * (v - mu); });
         sum_dy += plane_dy;
         sum_dy_xhat += static_cast<double>(plane_dy_xhat) * inv;
       }
@@ -60,10 +58,9 @@ class BatchNormBackward : public Node {
         const float* xs = px + (b * c + ch) * s;
         const float* gs = pg + (b * c + ch) * s;
         float* out = gx.data<float>() + (b * c + ch) * s;
-        for (int64_t i = 0; i < s; ++i) {
-          float xhat = (xs[i] - mu) * inv;
-          out[i] = scale * (gs[i] - mean_dy - xhat * mean_dy_xhat);
-        }
+        vec::map2(gs, xs, out, s, [=](float dy, float v) {
+          return scale * (dy - mean_dy - (v - mu) * inv * mean_dy_xhat);
+        });
       }
     }
     return {gx, gw, gb};
@@ -173,21 +170,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   for (int64_t ch = 0; ch < c; ++ch) {
     double mu, var;
     if (training) {
-      // Float sums within a plane (vectorisable), double across planes (accurate).
+      // Float sums within a plane (vectorised), double across planes (accurate).
       double total = 0.0, total_sq = 0.0;
       for (int64_t b = 0; b < n; ++b) {
-        const float* xs = px + (b * c + ch) * s;
-        float plane = 0.0f;
-        for (int64_t i = 0; i < s; ++i) plane += xs[i];
-        total += plane;
+        total += vec::sum(px + (b * c + ch) * s, s, [](float v) { return v; });
       }
       mu = total / static_cast<double>(n * s);
       const float mu_f = static_cast<float>(mu);
       for (int64_t b = 0; b < n; ++b) {
-        const float* xs = px + (b * c + ch) * s;
-        float plane = 0.0f;
-        for (int64_t i = 0; i < s; ++i) plane += (xs[i] - mu_f) * (xs[i] - mu_f);
-        total_sq += plane;
+        total_sq +=
+            vec::sum(px + (b * c + ch) * s, s, [mu_f](float v) { return (v - mu_f) * (v - mu_f); });
       }
       var = total_sq / static_cast<double>(n * s);  // biased: what normalises the batch
       if (running_mean.defined()) {
@@ -213,9 +205,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
       float w = weight.defined() ? weight.data<float>()[ch] : 1.0f;
       float shift = bias.defined() ? bias.data<float>()[ch] : 0.0f;
       float scale = w * invstd[ch];
-      const float* xs = px + (b * c + ch) * s;
-      float* ys = po + (b * c + ch) * s;
-      for (int64_t i = 0; i < s; ++i) ys[i] = (xs[i] - mean[ch]) * scale + shift;
+      const float mu = mean[ch];
+      vec::map(px + (b * c + ch) * s, po + (b * c + ch) * s, s,
+               [=](float v) { return (v - mu) * scale + shift; });
     }
   }
   if (any_requires_grad({x, weight, bias})) {

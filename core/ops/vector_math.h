@@ -60,15 +60,50 @@ inline float erf(float x) {
   return std::copysign(y, x);
 }
 
-// y[i] = f(x[i]) and out[i] = f(a[i], b[i], c[i]), in the wide clones where the CPU has them.
+// 1.0f where `condition` holds, else 0.0f, made from bits. `condition ? 1.0f : 0.0f` (or a
+// cast of the bool) times a gradient is folded by GCC into a branch around the multiply, which it
+// may not speculate for floats: the loop then does not vectorise, and a branch on the sign of
+// activations mispredicts half the time (relu's backward took 16-22% of a ResNet-20 step).
+inline float one_if(bool condition) {
+  return std::bit_cast<float>(-static_cast<int32_t>(condition) & std::bit_cast<int32_t>(1.0f));
+}
+
+// y[i] = f(x[i]), out[i] = f(a[i], b[i]) and out[i] = f(a[i], b[i], c[i]), in the wide clones
+// where the CPU has them.
 template <class F>
 PAC_SIMD_CLONES void map(const float* x, float* y, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 template <class F>
+PAC_SIMD_CLONES void map2(const float* a, const float* b, float* out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+template <class F>
 PAC_SIMD_CLONES void map3(const float* a, const float* b, const float* c, float* out, int64_t n,
                           F f) {
   for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i], c[i]);
+}
+
+// Sums of f(a[i], b[i]) over i, for reductions (batch norm's statistics and their gradients).
+// A float loop `total += v` cannot vectorise: each addition waits for the one before, and the
+// compiler may not reorder them. Eight running sums, one per lane, can: a sum a few times faster,
+// rounded a little differently (and no less accurately) than the sequential one.
+template <class F>
+PAC_SIMD_CLONES float sum(const float* a, const float* b, int64_t n, F f) {
+  constexpr int kLanes = 8;
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lanes[j] += f(a[i + j], b[i + j]);
+  }
+  float total = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+                ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+  for (; i < n; ++i) total += f(a[i], b[i]);
+  return total;
+}
+template <class F>
+float sum(const float* x, int64_t n, F f) {
+  return sum(x, x, n, [f](float v, float) { return f(v); });
 }
 
 }  // namespace pac::vec
