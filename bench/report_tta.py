@@ -58,6 +58,8 @@ def testbed_method(run):
     """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
     (a bare localH / dilocoH is dense's); a -seedN suffix times as the run without it."""
     run = split_seed(run)[0]
+    # A shorter pruning ramp (-rampE) ends with the same masks, so it times as the run without.
+    run = re.sub(r"-ramp[0-9]+(?=-|$)", "", run)
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return METHODS.get(run)
@@ -69,6 +71,9 @@ def label(run):
     run, seed = split_seed(run)
     if seed != 1:
         return f"{label(run)}, seed {seed}"
+    ramp = re.search(r"-ramp([0-9]+)(?=-|$)", run)
+    if ramp:
+        return f"{label(run.replace(ramp.group(0), ''))}, ramp to epoch {ramp.group(1)}"
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return LABELS.get(run, run)

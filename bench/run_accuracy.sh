@@ -13,6 +13,7 @@
 #        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks);
 #        communicating every H steps (docs/local-sgd.md): localH, dilocoH (dense), p80-dilocoH,
 #        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32;
+#        a pruned run with -rampE ends its pruning ramp with epoch E instead of 8 (t80-ramp4);
 #        a last -seedN suffix runs the same recipe with seed N (default 1), e.g. t80-levels3-seed2
 # With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
 # machine); with --table it only prints the table of the runs already done.
@@ -65,6 +66,12 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     base="${BASH_REMATCH[1]%-}"
     [ -n "$base" ] || base=dense
   fi
+  # A -rampE suffix ends the pruning ramp with epoch E (8 by default).
+  ramp_end=8
+  if [[ "$base" =~ ^([pt][0-9][0-9].*)-ramp([0-9]+)$ ]]; then
+    base="${BASH_REMATCH[1]}" ramp_end="${BASH_REMATCH[2]}"
+    [ "$ramp_end" -ge 2 ] || { echo "run_accuracy.sh: $run: the ramp starts after epoch 1, so it must end with epoch 2 or later" >&2; exit 2; }
+  fi
   # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef.
   codec=()
   if [[ "$base" =~ ^(t[0-9][0-9])((-levels[0-9]+)?)((-noef)?)$ ]]; then
@@ -93,9 +100,9 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       enc=fp32; [ "${base:0:1}" = t ] && enc=ternary
       extra=(--compress pactrain --compress-opt "enc=$enc" "${codec[@]+"${codec[@]}"}" --prune magnitude
              --sparsity "0.${base:1:2}" --prune-scope global --prune-exclude conv1.weight
-             --prune-schedule "gradual:$steps_per_epoch:$((8 * steps_per_epoch)):117") ;;
+             --prune-schedule "gradual:$steps_per_epoch:$((ramp_end * steps_per_epoch)):117") ;;
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
-            "-noef), fp16, topk," \
+            "-noef, -rampE), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH, then -seedN" >&2; exit 2 ;;
   esac
