@@ -11,8 +11,12 @@ link's calibrated rate: step time + (that epoch's bytes - the final bytes) / rat
 is left out (the same for every method). Prints Markdown; --plot draws accuracy against wall time.
 Several --steps files (repeated timing runs on a noisy machine) give each method the median of
 its step times across them.
+--measured takes runs trained end to end on the shaped link instead (bench/run_accuracy.sh inside
+scripts/testbed, saved as NAME-at-RATE): their own wall time after every epoch, evaluations
+included, with no model in between.
 Usage: report_tta.py --curves DIR --steps FILE [FILE ...] [--target 0.925] [--model resnet20]
-                     [--plot FILE.svg]"""
+                     [--plot FILE.svg]
+       report_tta.py --measured RUN.jsonl [RUN.jsonl ...] [--target 0.925] [--plot FILE.png]"""
 import argparse
 import collections
 import json
@@ -105,15 +109,69 @@ def epoch_bytes_per_step(records, epoch, steps_per_epoch=468):
     return sum(r["bytes_sent"] for r in steps) / len(steps)
 
 
+def measured(paths, target, plot):
+    """Time to `target` of end-to-end runs, from the wall time each epoch record carries."""
+    rows, series = [], {}
+    for path in paths:
+        run = os.path.basename(path)[:-len(".jsonl")]
+        records = [json.loads(line) for line in open(path) if line.strip()]
+        epochs = sorted((r for r in records if r["kind"] == "epoch"), key=lambda r: r["epoch"])
+        if not epochs or any("wall_s" not in e for e in epochs):
+            sys.exit(f"report_tta: {path} has no wall time per epoch; --measured needs the "
+                     "epoch records of a run trained end to end (bench/run_accuracy.sh)")
+        hit = next((e for e in epochs if e["test_acc"] >= target), None)
+        rows.append((hit["wall_s"] if hit else float("inf"), run, hit, epochs))
+        series[run] = [(e["wall_s"], e["test_acc"]) for e in epochs]
+    rows.sort(key=lambda row: row[0])
+    print(f"| run | epochs to {100 * target:.1f}% | wall s to {100 * target:.1f}% | best accuracy "
+          "| final accuracy | epochs | wall s in all |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for _, run, hit, epochs in rows:
+        best = max(e["test_acc"] for e in epochs)
+        epoch, wall = ((str(hit["epoch"] + 1), f"{hit['wall_s']:,.0f}") if hit else
+                       ("not reached", "not reached"))
+        print(f"| {run} | {epoch} | {wall} | {100 * best:.2f}% | "
+              f"{100 * epochs[-1]['test_acc']:.2f}% | {len(epochs)} | {epochs[-1]['wall_s']:,.0f} |")
+    if plot:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for run, points in series.items():
+            ax.plot([x / 60 for x, _ in points], [100 * y for _, y in points], marker="o",
+                    markersize=3, label=run)
+        ax.axhline(100 * target, color="grey", linestyle=":", linewidth=1)
+        ax.set_title("trained end to end on the shaped link")
+        ax.set_xlabel("wall time, evaluations included (minutes)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(80, 95)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(plot)
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("report_tta: --plot needs matplotlib: apt-get install python3-matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--curves", required=True)
-    p.add_argument("--steps", required=True, nargs="+")
+    p.add_argument("--measured", nargs="+")
+    p.add_argument("--curves")
+    p.add_argument("--steps", nargs="+")
     p.add_argument("--target", type=float, default=0.925)
     p.add_argument("--model", default="resnet20")
     p.add_argument("--steps-per-epoch", type=int, default=468)
     p.add_argument("--plot")
     args = p.parse_args()
+    if args.measured:
+        return measured(args.measured, args.target, args.plot)
+    if not args.curves or not args.steps:
+        p.error("either --measured RUN.jsonl ... or both --curves and --steps")
     timed = {}
     repeats = collections.defaultdict(list)
     for path in args.steps:
@@ -176,12 +234,7 @@ def main():
                   f"{wall:,.0f} |")
         print()
     if args.plot:
-        try:
-            import matplotlib
-        except ImportError:
-            sys.exit("report_tta: --plot needs matplotlib: apt-get install python3-matplotlib")
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
         fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4.5), squeeze=False)
         for ax, rate in zip(axes[0], rates):
             for run, _ in runs:
