@@ -52,6 +52,10 @@ LABELS = {"torch": "PyTorch", "p80": "pactrain 80% fp32", "t80": "pactrain 80% t
           "torch-powersgd4": "PyTorch DDP PowerSGD rank 4"}
 
 
+# A shorter pruning ramp (-rampE, bench/run_accuracy.sh) ends with the same masks.
+RAMP = re.compile(r"-ramp([0-9]+)(?=-|$)")
+
+
 def split_seed(run):
     """'t80-levels3-seed2' -> ('t80-levels3', 2); a run without the suffix has seed 1."""
     m = re.match(r"^(.+)-seed([0-9]+)$", run)
@@ -62,8 +66,7 @@ def testbed_method(run):
     """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
     (a bare localH / dilocoH is dense's); a -seedN suffix times as the run without it."""
     run = split_seed(run)[0]
-    # A shorter pruning ramp (-rampE) ends with the same masks, so it times as the run without.
-    run = re.sub(r"-ramp[0-9]+(?=-|$)", "", run)
+    run = RAMP.sub("", run)  # a shorter ramp times as the run without it
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return METHODS.get(run)
@@ -75,7 +78,7 @@ def label(run):
     run, seed = split_seed(run)
     if seed != 1:
         return f"{label(run)}, seed {seed}"
-    ramp = re.search(r"-ramp([0-9]+)(?=-|$)", run)
+    ramp = RAMP.search(run)
     if ramp:
         return f"{label(run.replace(ramp.group(0), ''))}, ramp to epoch {ramp.group(1)}"
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
