@@ -14,6 +14,8 @@
 #        communicating every H steps (docs/local-sgd.md): localH, dilocoH (dense), p80-dilocoH,
 #        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32;
 #        a pruned run with -rampE ends its pruning ramp with epoch E instead of 8 (t80-ramp4);
+#        a -ranksN suffix trains on N ranks with the same global batch of 128 (128 / N each), so
+#        the same steps, schedule and pruning ramp (t80-levels3-ranks4); then
 #        a last -seedN suffix runs the same recipe with seed N (default 1), e.g. t80-levels3-seed2
 # With no RUN it runs the seven pactrain and dense runs (about 25 minutes each on a quiet 2-core
 # machine); with --table it only prints the table of the runs already done.
@@ -39,15 +41,16 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # (docs/results.md). fp32 and dense runs compute the same with any layout; a ternary run draws
 # its coin flips per bucket, and top-k keeps its 0.1% per bucket (runs before 2026-12-04 evening:
 # the default layout).
-recipe=(--model resnet20 --data fashion-mnist --epochs 15 --batch 64 --lr 0.1 --optimizer sgd
+recipe=(--model resnet20 --data fashion-mnist --epochs 15 --lr 0.1 --optimizer sgd
         --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
         --first-bucket-mb 0.4 --bucket-mb 0.5 --threads 1)
+global_batch=128
 steps_per_epoch=468  # 60000 / 128
-launch=(mpirun -np 2) at=""
+launch=(mpirun) at=""
 if [ -n "${TESTBED_HOSTFILE:-}" ]; then
   [ "${TESTBED_MODE:-}" = hosts ] || { echo "run_accuracy.sh: on the testbed, use --mode hosts" >&2; exit 2; }
   # Each host has one slot, so mpirun would bind every rank to the same core 0.
-  launch=(mpirun --hostfile "$TESTBED_HOSTFILE" --mca plm_rsh_agent "$TESTBED_RSH" --bind-to none -np 2)
+  launch=(mpirun --hostfile "$TESTBED_HOSTFILE" --mca plm_rsh_agent "$TESTBED_RSH" --bind-to none)
   at="-at-${TESTBED_RATE}"
 fi
 
@@ -58,6 +61,19 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   if [[ "$run" =~ ^(.+)-seed([0-9]+)$ ]]; then
     run="${BASH_REMATCH[1]}" seed="${BASH_REMATCH[2]}"
   fi
+  # A -ranksN suffix splits the same global batch over N ranks.
+  ranks=2
+  if [[ "$run" =~ ^(.+)-ranks([0-9]+)$ ]]; then
+    run="${BASH_REMATCH[1]}" ranks="${BASH_REMATCH[2]}"
+    [ "$ranks" -ge 1 ] && [ $((global_batch % ranks)) -eq 0 ] ||
+      { echo "run_accuracy.sh: $name: -ranksN needs N to divide the global batch of $global_batch" >&2; exit 2; }
+  fi
+  if [ -n "$at" ] && [ "$ranks" != "${TESTBED_RANKS:-}" ]; then
+    echo "run_accuracy.sh: $name trains on $ranks ranks, the testbed has ${TESTBED_RANKS:-?} hosts" >&2; exit 2
+  fi
+  batch=$((global_batch / ranks))
+  # More ranks than cores share them (unbound); two ranks stay bound one to a core, as before.
+  over=(); [ -z "$at" ] && [ "$ranks" -gt 2 ] && over=(--oversubscribe)
   name="$name$at"
   # A -localH or -dilocoH suffix (or the whole name) synchronises every H steps.
   sync=step base="$run"
@@ -85,7 +101,7 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
       hook="${base#torch}" hook="${hook#-}"
       /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$name.jsonl" \
-        --hook "${hook:-allreduce}" --sync "$sync" --ranks 2 --epochs 15 --batch 64 --lr 0.1 \
+        --hook "${hook:-allreduce}" --sync "$sync" --ranks "$ranks" --epochs 15 --batch "$batch" --lr 0.1 \
         --seed "$seed" > "$out/$name.log" 2>&1
       continue ;;
     dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
@@ -104,9 +120,10 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
             "-noef, -rampE), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
-            "powersgd4}, optionally with -localH or -dilocoH, then -seedN" >&2; exit 2 ;;
+            "powersgd4}, optionally with -localH or -dilocoH, then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
-  "${launch[@]}" "$build/pactrain" train "${recipe[@]}" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
+  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" --batch "$batch" --seed "$seed" \
+    "${momentum[@]}" "${extra[@]}" \
     --sync "$sync" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done
 
