@@ -52,8 +52,8 @@ LABELS = {"torch": "PyTorch", "p80": "pactrain 80% fp32", "t80": "pactrain 80% t
           "torch-powersgd4": "PyTorch DDP PowerSGD rank 4"}
 
 
-# A shorter pruning ramp (-rampE, bench/run_accuracy.sh) ends with the same masks.
-RAMP = re.compile(r"-ramp([0-9]+)(?=-|$)")
+# A shorter pruning ramp (-rampE or -rampS-E, bench/run_accuracy.sh) ends with the same masks.
+RAMP = re.compile(r"-ramp(?:([0-9]+)-)?([0-9]+)(?=-|$)")
 
 
 def split_seed(run):
@@ -80,7 +80,9 @@ def label(run):
         return f"{label(run)}, seed {seed}"
     ramp = RAMP.search(run)
     if ramp:
-        return f"{label(run.replace(ramp.group(0), ''))}, ramp to epoch {ramp.group(1)}"
+        start = "" if ramp.group(1) is None else (
+            " from the first step" if ramp.group(1) == "0" else f" from epoch {ramp.group(1)}")
+        return f"{label(run.replace(ramp.group(0), ''))}, ramp{start} to epoch {ramp.group(2)}"
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return LABELS.get(run, run)

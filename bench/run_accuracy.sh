@@ -13,7 +13,9 @@
 #        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks);
 #        communicating every H steps (docs/local-sgd.md): localH, dilocoH (dense), p80-dilocoH,
 #        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32;
-#        a pruned run with -rampE ends its pruning ramp with epoch E instead of 8 (t80-ramp4);
+#        a pruned run with -rampE ends its pruning ramp with epoch E instead of 8 (t80-ramp4),
+#        with -rampS-E it also starts it after epoch S instead of 1 (t80-ramp0-3: from the first
+#        step to the end of epoch 3);
 #        a -ranksN suffix trains on N ranks with the same global batch of 128 (128 / N each), so
 #        the same steps, schedule and pruning ramp (t80-levels3-ranks4); then
 #        a last -seedN suffix runs the same recipe with seed N (default 1), e.g. t80-levels3-seed2
@@ -82,11 +84,12 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     base="${BASH_REMATCH[1]%-}"
     [ -n "$base" ] || base=dense
   fi
-  # A -rampE suffix ends the pruning ramp with epoch E (8 by default).
-  ramp_end=8
-  if [[ "$base" =~ ^([pt][0-9][0-9].*)-ramp([0-9]+)$ ]]; then
-    base="${BASH_REMATCH[1]}" ramp_end="${BASH_REMATCH[2]}"
-    [ "$ramp_end" -ge 2 ] || { echo "run_accuracy.sh: $run: the ramp starts after epoch 1, so it must end with epoch 2 or later" >&2; exit 2; }
+  # A -rampE suffix ends the pruning ramp with epoch E (8 by default); -rampS-E also starts it
+  # after epoch S (1 by default; 0 is the first step).
+  ramp_start=1 ramp_end=8
+  if [[ "$base" =~ ^([pt][0-9][0-9].*)-ramp(([0-9]+)-)?([0-9]+)$ ]]; then
+    base="${BASH_REMATCH[1]}" ramp_start="${BASH_REMATCH[3]:-1}" ramp_end="${BASH_REMATCH[4]}"
+    [ "$ramp_end" -gt "$ramp_start" ] || { echo "run_accuracy.sh: $run: the ramp starts after epoch $ramp_start, so it must end with epoch $((ramp_start + 1)) or later" >&2; exit 2; }
   fi
   # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef.
   codec=()
@@ -116,9 +119,9 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       enc=fp32; [ "${base:0:1}" = t ] && enc=ternary
       extra=(--compress pactrain --compress-opt "enc=$enc" "${codec[@]+"${codec[@]}"}" --prune magnitude
              --sparsity "0.${base:1:2}" --prune-scope global --prune-exclude conv1.weight
-             --prune-schedule "gradual:$steps_per_epoch:$((ramp_end * steps_per_epoch)):117") ;;
+             --prune-schedule "gradual:$((ramp_start * steps_per_epoch)):$((ramp_end * steps_per_epoch)):117") ;;
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
-            "-noef, -rampE), fp16, topk," \
+            "-noef, -rampE, -rampS-E), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH, then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
