@@ -68,10 +68,12 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   if [[ "$run" =~ ^(.+)-ranks([0-9]+)$ ]]; then
     run="${BASH_REMATCH[1]}" ranks="${BASH_REMATCH[2]}"
     [ "$ranks" -ge 1 ] && [ $((global_batch % ranks)) -eq 0 ] ||
-      { echo "run_accuracy.sh: $name: -ranksN needs N to divide the global batch of $global_batch" >&2; exit 2; }
+      { echo "run_accuracy.sh: $name: -ranksN needs N from 1 up dividing the global batch of" \
+          "$global_batch" >&2; exit 2; }
   fi
   if [ -n "$at" ] && [ "$ranks" != "${TESTBED_RANKS:-}" ]; then
-    echo "run_accuracy.sh: $name trains on $ranks ranks, the testbed has ${TESTBED_RANKS:-?} hosts" >&2; exit 2
+    echo "run_accuracy.sh: $name trains on $ranks ranks; the testbed has ${TESTBED_RANKS:-?}" \
+      "hosts (scripts/testbed --ranks $ranks)" >&2; exit 2
   fi
   batch=$((global_batch / ranks))
   # More ranks than cores share them (unbound); two ranks stay bound one to a core, as before.
@@ -89,7 +91,8 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   ramp_start=1 ramp_end=8
   if [[ "$base" =~ ^([pt][0-9][0-9].*)-ramp(([0-9]+)-)?([0-9]+)$ ]]; then
     base="${BASH_REMATCH[1]}" ramp_start="${BASH_REMATCH[3]:-1}" ramp_end="${BASH_REMATCH[4]}"
-    [ "$ramp_end" -gt "$ramp_start" ] || { echo "run_accuracy.sh: $run: the ramp starts after epoch $ramp_start, so it must end with epoch $((ramp_start + 1)) or later" >&2; exit 2; }
+    [ "$ramp_end" -gt "$ramp_start" ] || { echo "run_accuracy.sh: $run: the ramp starts after" \
+      "epoch $ramp_start, so it must end with epoch $((ramp_start + 1)) or later" >&2; exit 2; }
   fi
   # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef.
   codec=()
@@ -104,8 +107,8 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       "$root/scripts/setup.sh" python3-torch python3-torchvision >/dev/null
       hook="${base#torch}" hook="${hook#-}"
       /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$name.jsonl" \
-        --hook "${hook:-allreduce}" --sync "$sync" --ranks "$ranks" --epochs 15 --batch "$batch" --lr 0.1 \
-        --seed "$seed" > "$out/$name.log" 2>&1
+        --hook "${hook:-allreduce}" --sync "$sync" --ranks "$ranks" --epochs 15 --batch "$batch" \
+        --lr 0.1 --seed "$seed" > "$out/$name.log" 2>&1
       continue ;;
     dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
     # DGC's momentum correction moves the gradient; the optimizer's momentum then moves only
@@ -125,8 +128,8 @@ for run in "${runs[@]+"${runs[@]}"}"; do
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH, then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
-  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" --batch "$batch" --seed "$seed" \
-    "${momentum[@]}" "${extra[@]}" \
+  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" \
+    --batch "$batch" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
     --sync "$sync" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done
 
