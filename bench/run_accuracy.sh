@@ -47,7 +47,7 @@ recipe=(--model resnet20 --data fashion-mnist --epochs 15 --lr 0.1 --optimizer s
         --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
         --first-bucket-mb 0.4 --bucket-mb 0.5 --threads 1)
 global_batch=128
-steps_per_epoch=468  # 60000 / 128
+steps_per_epoch=$((60000 / global_batch))  # 468: Fashion-MNIST has 60,000 training images
 launch=(mpirun) at=""
 if [ -n "${TESTBED_HOSTFILE:-}" ]; then
   [ "${TESTBED_MODE:-}" = hosts ] || { echo "run_accuracy.sh: on the testbed, use --mode hosts" >&2; exit 2; }
