@@ -9,8 +9,9 @@ With powerSGD_hook, DDP gets one bucket for the whole model: with several, the h
 bucket's second and third all-reduce from gloo's completion callbacks, so two ranks can issue
 them in different orders; gloo then pairs all-reduces of different sizes and aborts ("enforce
 fail at pair.cc:510 op.preamble.length <= op.nbytes. 4608 vs 1044"), which PyTorch 1.13 did on
-ResNet-18 at every rate and on the ViT now and then. One bucket costs the hook its overlap with
-backward; its messages are small.
+ResNet-18 at every rate and on the ViT now and then, and ResNet-20 in its first steps ("1428 vs
+160") until DDP's first bucket, which it makes anew when it rebuilds its buckets after the first
+step, was raised too. One bucket costs the hook its overlap with backward; its messages are small.
 Prints "name seconds_per_step" per model (rank 0), or with --json one JSON object per model with
 step_s and samples_per_s (all ranks together). With --rank R it runs that one rank only, for
 launchers that start each rank on its own host (scripts/testbed --mode hosts: MASTER_ADDR and
@@ -62,7 +63,12 @@ def start_gloo(rank, ranks, port):
 def wrap(model, hook):
     """DDP without buffer broadcasts, with `hook` attached; PowerSGD gets one bucket (see the
     header)."""
-    one_bucket = {"bucket_cap_mb": 1 << 12} if hook.startswith("powersgd") else {}
+    one_bucket = {}
+    if hook.startswith("powersgd"):
+        one_bucket = {"bucket_cap_mb": 1 << 12}
+        # DDP rebuilds its buckets after the first step with a first bucket of its own, 1 MB by
+        # default, which would split ResNet-20's 1.09 MB gradient in two again.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = (1 << 12) * (1 << 20)
     ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, **one_bucket)
     attach_hook(ddp, hook)
     return ddp
