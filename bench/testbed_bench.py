@@ -143,11 +143,14 @@ def calibrate(rate, ranks):
 
 
 def split_sync(method):
-    """'pactrain80-ternary-diloco32' -> ('pactrain80-ternary', ['--sync', 'diloco:32'], 32)."""
-    m = re.match(r"^(.*)-(local|diloco)([0-9]+)$", method)
-    if not m:
+    """'pactrain80-ternary-diloco32' -> ('pactrain80-ternary', ['--sync', 'diloco:32'], 32);
+    Streaming DiLoCo in F fragments: 'dense-diloco32-fragments4' -> ('dense',
+    ['--sync', 'diloco:32:fragments=4'], 32)."""
+    m = re.match(r"^(.*)-(local|diloco)([0-9]+)(-fragments([0-9]+))?$", method)
+    if not m or (m.group(4) and m.group(2) != "diloco"):
         return method, [], 1
-    return m.group(1), ["--sync", f"{m.group(2)}:{m.group(3)}"], int(m.group(3))
+    sync = f"{m.group(2)}:{m.group(3)}" + (f":fragments={m.group(5)}" if m.group(4) else "")
+    return m.group(1), ["--sync", sync], int(m.group(3))
 
 
 def ours(model, method, args, compute_only=False):
@@ -176,7 +179,10 @@ def ours(model, method, args, compute_only=False):
                  for i in range(args.ranks if compute_only else 1)]
         run_all([command(f, 1 if compute_only else args.ranks) for f in files], args.timeout)
         records = [json.loads(line) for f in files for line in open(f)]
-    steps_ = [r for r in records if r["kind"] == "step" and r["step"] > warmup]
+    # Streaming ends the run with every fragment synchronising at once (as it ends an epoch): a
+    # burst that a run pays once an epoch, left out as the warm-up is.
+    last = steps - 1 if any("fragments" in option for option in sync) else steps
+    steps_ = [r for r in records if r["kind"] == "step" and warmup < r["step"] <= last]
     mean = lambda key: sum(r[key] for r in steps_) / len(steps_)
     step_s = mean("step_s")
     return {"samples_per_s": args.batch * args.ranks / step_s, "step_s": step_s,
@@ -240,8 +246,11 @@ def main():
         torch_sync = base == "torch" and sync
         if base not in OURS and name not in PEERS and name != "compute-only" and not torch_sync:
             sys.exit(f"testbed_bench: unknown method '{name}'; expected compute-only, "
-                     f"{', '.join(OURS)} or {', '.join(PEERS)} (ours with -localH or -dilocoH), "
-                     "torch-localH or torch-dilocoH")
+                     f"{', '.join(OURS)} or {', '.join(PEERS)} (ours with -localH, -dilocoH or "
+                     "-dilocoH-fragmentsF), torch-localH or torch-dilocoH")
+        if torch_sync and "fragments" in sync[1]:
+            sys.exit(f"testbed_bench: {name}: the PyTorch DiLoCo loop does not stream; "
+                     "expected torch-dilocoH")
         if torch_sync and any(m in GPTS for m in args.models.split(",")):
             sys.exit("testbed_bench: torch-localH and torch-dilocoH time the image models only")
     for model in args.models.split(","):
