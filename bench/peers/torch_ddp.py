@@ -148,6 +148,9 @@ def worker(rank, args):
                               "samples_per_s": args.batch * args.ranks / seconds}), flush=True)
         elif rank == 0:
             print(f"{name} {seconds:.5f}", flush=True)
+    # Every rank done with its collectives before any tears the group down: a rank that left
+    # while the other still held a connection aborted now and then at exit (gloo, PyTorch 1.13).
+    dist.barrier()
     dist.destroy_process_group()
 
 
