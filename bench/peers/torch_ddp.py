@@ -65,10 +65,11 @@ def wrap(model, hook):
     header)."""
     one_bucket = {}
     if hook.startswith("powersgd"):
-        one_bucket = {"bucket_cap_mb": 1 << 12}
+        cap_mb = 1 << 12  # above any model's gradient here
+        one_bucket = {"bucket_cap_mb": cap_mb}
         # DDP rebuilds its buckets after the first step with a first bucket of its own, 1 MB by
         # default, which would split ResNet-20's 1.09 MB gradient in two again.
-        dist._DEFAULT_FIRST_BUCKET_BYTES = (1 << 12) * (1 << 20)
+        dist._DEFAULT_FIRST_BUCKET_BYTES = cap_mb << 20
     ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, **one_bucket)
     attach_hook(ddp, hook)
     return ddp
