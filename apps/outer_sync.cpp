@@ -127,18 +127,18 @@ void OuterSync::load_state(const StateDict& state) {
   pending_ = 0;
 }
 
-comm::ReducerStepStats OuterSync::synchronise() {
+comm::ReducerStepStats OuterSync::synchronise(bool with_buffers) {
   NoGradGuard no_grad;
   if (stream_) {
     comm::ReducerStepStats stats = stream_->synchronise_all();
-    stats.bytes_sent += average_buffers();
+    if (with_buffers) stats.bytes_sent += average_buffers();
     pending_ = 0;
     return stats;
   }
   reducer_.set_paused(false);
   // The buffers first: the Reducer counts what the rank sent since its last step, so this
   // synchronisation's bytes hold them.
-  average_buffers();
+  if (with_buffers) average_buffers();
   // The pseudo-gradient, anchor - local, into each gradient (compact where a mask is: the same
   // kept entries on every rank, zero elsewhere).
   comm::ReducerStepStats stats = reducer_.reduce_now([&] {

@@ -10,8 +10,11 @@
 // Reducer, through its buckets and compressor. With pruning masks it is exactly zero at pruned
 // entries on every rank, so pactrain sends only the kept ones (ternary-coded with error feedback
 // if asked): fewer synchronisations, times fewer values, times fewer bits. Buffers (batch-norm
-// statistics) are averaged at every synchronisation, except those re-estimated before every use
-// (SyncOptions::unshared_buffers): training mode never reads them, so they need not travel.
+// statistics) are averaged only where they are about to be read: at the end of an epoch, a
+// checkpoint or the run. Training mode never reads them, and a running average is linear in what
+// it takes in, so averaging it once there gives what averaging it at every synchronisation would
+// (to rounding), for one all-reduce of the statistics an epoch instead of one a period. Those
+// re-estimated before every use (SyncOptions::unshared_buffers) never travel.
 //   diloco:H:fragments=F[:mix=A]
 //             Streaming DiLoCo (streaming_diloco.h): one of F fragments every H/F steps, its
 //             all-reduce overlapped with the inner steps that follow, mixed in with weight A.
@@ -61,9 +64,10 @@ class OuterSync {
   // Streaming only: after a local step, a fragment's turn when one is due (nothing otherwise).
   bool turn_due(int64_t steps_done) const;
   comm::ReducerStepStats after_local_step(int64_t steps_done);
-  // Synchronises now (the end of a period, or of an epoch, so that the model evaluated is the
-  // ranks' common one). Returns what the all-reduce of the pseudo-gradient cost.
-  comm::ReducerStepStats synchronise();
+  // Synchronises now: the end of a period (`with_buffers` false), or of an epoch, a checkpoint
+  // or the run (true: the buffers are averaged too, so that the model evaluated and saved is the
+  // ranks' common one). Returns what the all-reduces cost.
+  comm::ReducerStepStats synchronise(bool with_buffers = true);
   // Local steps since the last synchronisation.
   int64_t pending() const { return pending_; }
   // Whether the ranks hold the same weights: no local step since the last synchronisation (the

@@ -395,9 +395,9 @@ TrainResult train(const TrainOptions& options) {
       // What synchronisations cost this step (the outer all-reduce, local SGD and DiLoCo only).
       comm::ReducerStepStats synced;
       double outer_s = 0.0;
-      auto synchronise = [&] {
+      auto synchronise = [&](bool with_buffers) {
         auto outer_start = Clock::now();
-        comm::ReducerStepStats stats = outer->synchronise();
+        comm::ReducerStepStats stats = outer->synchronise(with_buffers);
         const double synchronised_s = seconds_since(outer_start);
         outer_s += synchronised_s;
         synced.bytes_sent += stats.bytes_sent;
@@ -411,7 +411,7 @@ TrainResult train(const TrainOptions& options) {
         // of the epoch: there the event is a synchronisation of its own, as a checkpoint is.
         if (outer && !outer->in_agreement() && outer->streaming() &&
             pruner->event_due(position.step))
-          synchronise();
+          synchronise(true);
         prune::ScoreContext context;
         context.input_shape = batch.inputs.shape();
         // The Pruner pauses the Reducer while the criterion scores: this gradient stays local.
@@ -455,12 +455,13 @@ TrainResult train(const TrainOptions& options) {
         comm_stats.bytes_sent += turn.bytes_sent;
         comm_stats.comm_exposed_s += turn_s;
       }
-      // The end of a period, of an epoch (so that the model evaluated is the ranks' common one),
-      // a checkpoint step or the run: the ranks agree again.
-      if (outer && outer->pending() > 0 &&
-          (outer->due(position.step + 1) || b + 1 == batches || position.step + 1 == total_steps ||
-           (checkpointing && (position.step + 1) % o.checkpoint_every == 0)))
-        synchronise();
+      // The end of a period: the ranks agree again. The end of an epoch, a checkpoint step or the
+      // run too, and there on the buffers as well, so that the model evaluated and saved is the
+      // ranks' common one.
+      const bool read_next = b + 1 == batches || position.step + 1 == total_steps ||
+                             (checkpointing && (position.step + 1) % o.checkpoint_every == 0);
+      if (outer && outer->pending() > 0 && (outer->due(position.step + 1) || read_next))
+        synchronise(read_next);
       comm_stats.bytes_sent += synced.bytes_sent;
       comm_stats.codec_s += synced.codec_s;
       comm_stats.comm_exposed_s += synced.comm_exposed_s;

@@ -187,6 +187,65 @@ TEST_CASE(
   CHECK(sent[false] - sent[true] == 2 * testing::ring_bytes(8, 4, r, p));
 }
 
+TEST_CASE(
+    "local SGD: the statistics stay on each rank until a synchronisation that shares them, and "
+    "then equal what averaging them at every synchronisation gives") {
+  // Two copies of one model train on the same batches: `every` averages its statistics at each
+  // synchronisation, `once` only at the last (as the trainer does at the end of an epoch).
+  auto make = [] {
+    default_generator().manual_seed(36);
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(6, 8), std::make_shared<nn::BatchNorm2d>(8),
+        std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(8, 3)});
+  };
+  auto every = make(), once = make();
+  comm::Reducer reducer_every(*every, world_ptr(), comm::make_compressor("dense", {}));
+  comm::Reducer reducer_once(*once, world_ptr(), comm::make_compressor("dense", {}));
+  optim::Sgd sgd_every(every->named_parameters(), {0.1f, 0.9f});
+  optim::Sgd sgd_once(once->named_parameters(), {0.1f, 0.9f});
+  OuterSync outer_every(*every, reducer_every, world_ptr(), sync("local:2"));
+  OuterSync outer_once(*once, reducer_once, world_ptr(), sync("local:2"));
+  const int r = world().rank(), p = world().size();
+  for (int64_t step = 0; step < 6; ++step) {
+    REQUIRE(outer_every.begin_step(step));
+    REQUIRE(outer_once.begin_step(step));
+    local_step(*every, sgd_every, 80 + step);
+    local_step(*once, sgd_once, 80 + step);
+    if (!outer_every.due(step + 1)) continue;
+    const bool last = step == 5;
+    // What the group sent (the two Reducers share it, so their own counts would mix).
+    uint64_t before = world().bytes_sent();
+    outer_every.synchronise(true);
+    const uint64_t with_buffers = world().bytes_sent() - before;
+    before = world().bytes_sent();
+    outer_once.synchronise(last);
+    const uint64_t without = world().bytes_sent() - before;
+    if (!last) {
+      // The statistics (two buffers of 8 values) did not travel, and differ between the ranks.
+      CHECK(with_buffers - without == 2 * testing::ring_bytes(8, 4, r, p));
+      for (const auto& [name, b] : once->named_buffers()) {
+        CAPTURE(name);
+        CHECK_FALSE(identical_on_every_rank(b));
+      }
+    }
+  }
+  // The statistics never steer a training step, so the parameters are the same to the bit; the
+  // statistics, averaged once, are those averaged three times, to rounding.
+  auto params_every = every->named_parameters(), params_once = once->named_parameters();
+  for (size_t i = 0; i < params_every.size(); ++i) {
+    CAPTURE(params_every[i].first);
+    CHECK(params_once[i].second->data().to_vector() == params_every[i].second->data().to_vector());
+  }
+  auto buffers_every = every->named_buffers(), buffers_once = once->named_buffers();
+  for (size_t i = 0; i < buffers_every.size(); ++i) {
+    CAPTURE(buffers_every[i].first);
+    CHECK(identical_on_every_rank(buffers_once[i].second));
+    auto expected = buffers_every[i].second.to_vector(), got = buffers_once[i].second.to_vector();
+    for (size_t j = 0; j < got.size(); ++j)
+      REQUIRE(got[j] == doctest::Approx(expected[j]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("DiLoCo: an outer Nesterov step from the anchor along the averaged pseudo-gradient") {
   auto model = small_model(32);
   comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
