@@ -42,6 +42,14 @@ std::vector<std::vector<double>> averaged(const nn::Module& model) {
   return out;
 }
 
+// A small model with batch-norm statistics, made alike on every rank from `seed`.
+std::shared_ptr<nn::Sequential> batch_norm_model(uint64_t seed) {
+  default_generator().manual_seed(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(6, 8), std::make_shared<nn::BatchNorm2d>(8),
+      std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(8, 3)});
+}
+
 SyncOptions sync(const std::string& spec) {
   SyncOptions o = parse_sync(spec);
   o.outer_lr = 0.7f;
@@ -155,10 +163,7 @@ TEST_CASE(
   std::map<bool, uint64_t> sent;  // by whether the batch-norm statistics are left out
   for (const bool recalibrated : {false, true}) {
     CAPTURE(recalibrated);
-    default_generator().manual_seed(35);
-    auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-        std::make_shared<nn::Linear>(6, 8), std::make_shared<nn::BatchNorm2d>(8),
-        std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(8, 3)});
+    auto model = batch_norm_model(35);
     comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
     optim::Sgd sgd(model->named_parameters(), {0.1f, 0.9f});
     SyncOptions options = sync("local:2");
@@ -193,13 +198,7 @@ TEST_CASE(
     "then equal what averaging them at every synchronisation gives") {
   // Two copies of one model train on the same batches: `every` averages its statistics at each
   // synchronisation, `once` only at the last (as the trainer does at the end of an epoch).
-  auto make = [] {
-    default_generator().manual_seed(36);
-    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-        std::make_shared<nn::Linear>(6, 8), std::make_shared<nn::BatchNorm2d>(8),
-        std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(8, 3)});
-  };
-  auto every = make(), once = make();
+  auto every = batch_norm_model(36), once = batch_norm_model(36);
   comm::Reducer reducer_every(*every, world_ptr(), comm::make_compressor("dense", {}));
   comm::Reducer reducer_once(*once, world_ptr(), comm::make_compressor("dense", {}));
   optim::Sgd sgd_every(every->named_parameters(), {0.1f, 0.9f});
