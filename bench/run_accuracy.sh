@@ -12,7 +12,8 @@
 #        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,
 #        torch-fp16, torch-powersgd2, torch-powersgd4 (its communication hooks);
 #        communicating every H steps (docs/local-sgd.md): localH, dilocoH (dense), p80-dilocoH,
-#        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32;
+#        t80-dilocoH (pactrain at 80%), torch-localH, torch-dilocoH (PyTorch's), e.g. t80-diloco32,
+#        with -outerLRmM DiLoCo's outer learning rate LR and momentum M (diloco32-outer1m0.5);
 #        a pruned run with -rampE ends its pruning ramp with epoch E instead of 8 (t80-ramp4),
 #        with -rampS-E it also starts it after epoch S instead of 1 (t80-ramp0-3: from the first
 #        step to the end of epoch 3);
@@ -79,6 +80,12 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   # More ranks than cores share them (unbound); two ranks stay bound one to a core, as before.
   over=(); [ -z "$at" ] && [ "$ranks" -gt 2 ] && over=(--oversubscribe)
   name="$name$at"
+  # A -outerLRmM suffix after -dilocoH sets DiLoCo's outer learning rate and momentum (0.7 and
+  # 0.9 by default): diloco32-outer1m0.5.
+  outer=()
+  if [[ "$run" =~ ^(.*diloco[0-9]+)-outer([0-9.]+)m([0-9.]+)$ ]]; then
+    run="${BASH_REMATCH[1]}" outer=(--outer-lr "${BASH_REMATCH[2]}" --outer-momentum "${BASH_REMATCH[3]}")
+  fi
   # A -localH or -dilocoH suffix (or the whole name) synchronises every H steps.
   sync=step base="$run"
   if [[ "$run" =~ ^(.*-)?(local|diloco)([0-9]+)$ ]]; then
@@ -108,7 +115,7 @@ for run in "${runs[@]+"${runs[@]}"}"; do
       hook="${base#torch}" hook="${hook#-}"
       /usr/bin/python3 "$root/bench/peers/torch_train.py" --metrics "$out/$name.jsonl" \
         --hook "${hook:-allreduce}" --sync "$sync" --ranks "$ranks" --epochs 15 --batch "$batch" \
-        --lr 0.1 --seed "$seed" > "$out/$name.log" 2>&1
+        --lr 0.1 --seed "$seed" "${outer[@]+"${outer[@]}"}" > "$out/$name.log" 2>&1
       continue ;;
     dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
     # DGC's momentum correction moves the gradient; the optimizer's momentum then moves only
@@ -126,11 +133,11 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
             "-noef, -rampE, -rampS-E), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
-            "powersgd4}, optionally with -localH or -dilocoH, then -ranksN, then -seedN" >&2; exit 2 ;;
+            "powersgd4}, optionally with -localH or -dilocoH (then -outerLRmM), then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
   "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" \
     --batch "$batch" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
-    --sync "$sync" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
+    --sync "$sync" "${outer[@]+"${outer[@]}"}" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done
 
 echo "| run | encoding | sparsity | test accuracy (final) | best epoch | bytes/step per rank (last epoch) |"
