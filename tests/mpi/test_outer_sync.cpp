@@ -1,6 +1,6 @@
 // Local SGD and DiLoCo across real ranks: local steps send nothing; a synchronisation leaves every
-// rank with the average of the ranks' parameters (local:H) or with the outer Nesterov step on the
-// averaged pseudo-gradient (diloco:H); batch-norm statistics travel only at the synchronisations
+// rank with the average of the ranks' parameters (local:H; at H = 1 what synchronous SGD gives) or
+// with the outer Nesterov step on the averaged pseudo-gradient (diloco:H); batch-norm statistics travel only at the synchronisations
 // before they are read, to what averaging them every time gives; and on a pruned model pactrain
 // carries the pseudo-gradient compact, to the same result as dense.
 #include <doctest/doctest.h>
@@ -21,13 +21,18 @@ using pac::testing::world_ptr;
 
 namespace {
 
-// One step of plain SGD on this rank's own batch (the Reducer is paused by begin_step()).
-void local_step(nn::Module& model, optim::Sgd& sgd, uint64_t seed) {
+// The loss on this rank's own batch: the batches differ between ranks and steps.
+Tensor rank_loss(nn::Module& model, uint64_t seed) {
   Generator g(seed + 1000 * static_cast<uint64_t>(world().rank()));
   Tensor x = g.randn({8, 6});
   Tensor y = Tensor::from_vector({0, 1, 2, 0, 1, 2, 0, 1}, {8}).to(DType::i64);
+  return cross_entropy(model(x), y);
+}
+
+// One step of SGD on this rank's own batch (the Reducer is paused by begin_step()).
+void local_step(nn::Module& model, optim::Sgd& sgd, uint64_t seed) {
   sgd.zero_grad();
-  cross_entropy(model(x), y).backward();
+  rank_loss(model, seed).backward();
   sgd.step();
 }
 
@@ -155,6 +160,52 @@ TEST_CASE("local SGD: local steps send nothing; a synchronisation averages the p
     auto now = named[i].second->data().to_vector();
     for (size_t j = 0; j < now.size(); ++j)
       REQUIRE(now[j] == doctest::Approx(expected[i][j]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("local SGD with H = 1 trains as synchronous SGD does, to rounding") {
+  // SGD's step, with momentum and weight decay, is linear in the gradient, so averaging the
+  // parameters after every step moves them as averaging the gradients before it does; only the
+  // order of the additions differs.
+  for (const bool momentum : {false, true}) {
+    CAPTURE(momentum);
+    optim::SgdOptions o;
+    if (momentum) {
+      o.momentum = 0.9f;
+      o.nesterov = true;
+      o.weight_decay = 5e-4f;
+    }
+    auto local = small_model(37), synchronous = small_model(37);
+    comm::Reducer reducer_local(*local, world_ptr(), comm::make_compressor("dense", {}));
+    comm::Reducer reducer_sync(*synchronous, world_ptr(), comm::make_compressor("dense", {}));
+    optim::Sgd sgd_local(local->named_parameters(), o);
+    optim::Sgd sgd_sync(synchronous->named_parameters(), o);
+    OuterSync outer(*local, reducer_local, world_ptr(), sync("local:1"));
+    for (int64_t step = 0; step < 6; ++step) {
+      REQUIRE(outer.begin_step(step));
+      local_step(*local, sgd_local, 110 + step);
+      REQUIRE(outer.due(step + 1));
+      // What the group sent (the two Reducers share it, so their own counts would mix).
+      uint64_t before = world().bytes_sent();
+      outer.synchronise(false);
+      const uint64_t averaged_bytes = world().bytes_sent() - before;
+
+      sgd_sync.zero_grad();
+      before = world().bytes_sent();
+      rank_loss(*synchronous, 110 + step).backward();
+      reducer_sync.finalize();
+      const uint64_t step_bytes = world().bytes_sent() - before;
+      sgd_sync.step();
+      // The parameters travel in place of the gradients: as many values, as many bytes.
+      CHECK(averaged_bytes == step_bytes);
+    }
+    auto got = local->named_parameters(), expected = synchronous->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(got[i].first);
+      CHECK(identical_on_every_rank(got[i].second->data()));
+      auto g = got[i].second->data().to_vector(), e = expected[i].second->data().to_vector();
+      for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == doctest::Approx(e[j]).epsilon(1e-5));
+    }
   }
 }
 
