@@ -220,10 +220,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train_cmd->add_option("--sync-warmup", o.sync_warmup, "synchronous steps before local ones")
       ->capture_default_str();
-  train_cmd->add_option("--outer-lr", o.outer_lr,
-                        "diloco: the outer learning rate (DiLoCo's 0.7 and momentum 0.9 suit "
-                        "AdamW inside; with SGD and momentum inside, 1 and 0.5 trained better: "
-                        "docs/local-sgd.md)")
+  train_cmd
+      ->add_option("--outer-lr", o.outer_lr,
+                   "diloco: the outer learning rate (DiLoCo's 0.7 and momentum 0.9 suit "
+                   "AdamW inside; with SGD and momentum inside, 1 and 0.5 trained better: "
+                   "docs/local-sgd.md)")
       ->capture_default_str();
   train_cmd->add_option("--outer-momentum", o.outer_momentum, "diloco: the outer Nesterov momentum")
       ->capture_default_str();

@@ -1,8 +1,9 @@
 // Local SGD and DiLoCo across real ranks: local steps send nothing; a synchronisation leaves every
 // rank with the average of the ranks' parameters (local:H; at H = 1 what synchronous SGD gives) or
-// with the outer Nesterov step on the averaged pseudo-gradient (diloco:H); batch-norm statistics travel only at the synchronisations
-// before they are read, to what averaging them every time gives; and on a pruned model pactrain
-// carries the pseudo-gradient compact, to the same result as dense.
+// with the outer Nesterov step on the averaged pseudo-gradient (diloco:H); batch-norm statistics
+// travel only at the synchronisations before they are read, to what averaging them every time
+// gives; and on a pruned model pactrain carries the pseudo-gradient compact, to the same result
+// as dense.
 #include <doctest/doctest.h>
 
 #include "apps/outer_sync.h"
