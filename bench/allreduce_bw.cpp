@@ -4,6 +4,7 @@
 // sends 2(P-1)/P S bytes per rank; on the shared testbed all ranks' traffic goes through one
 // shaped loopback, on the hosts testbed through each rank's own link.
 // Usage: bench-allreduce [--rate RATE] [--mb MEGABYTES] [--repeats N]   (under mpiexec)
+// --mb: the all-reduce's size; by default about 16 seconds of RATE, 2 to 32 MB.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,7 +38,7 @@ double parse_rate(const std::string& rate) {
 
 int main(int argc, char** argv) try {
   std::string rate_text = "unlimited";
-  double megabytes = 32.0;  // large against tbf's 1 MB burst and the TCP buffers
+  double megabytes = 0.0;  // 0: sized to the rate, below
   int repeats = 2;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -52,8 +53,14 @@ int main(int argc, char** argv) try {
     else
       PAC_FAIL("unknown option '{}'; expected --rate, --mb or --repeats", arg);
   }
-  PAC_CHECK(megabytes > 0 && repeats > 0, "--mb and --repeats must be positive");
+  PAC_CHECK(megabytes >= 0 && repeats > 0,
+            "--mb must not be negative (0: sized to the rate) and --repeats must be positive");
   const double rate = parse_rate(rate_text);
+  // By default about 16 seconds of the configured rate, between 2 MB and 32 MB: a slow link is
+  // not measured for minutes (32 MB took 4.5 minutes at 1 Mbit/s), and a fast one fills its
+  // TCP buffers many times. At 1 Mbit/s 2 MB measured what 32 MB did (0.94x the rate), 1 MB 0.84x.
+  if (megabytes == 0.0)
+    megabytes = rate > 0 ? std::clamp(rate / 8.0 * 16.0 / 1e6, 2.0, 32.0) : 32.0;
   comm::ProcessGroupPtr group = comm::make_process_group("auto");
   const int world = group->size();
   PAC_CHECK(world > 1, "bench-allreduce needs at least 2 ranks (run it under mpiexec)");

@@ -134,28 +134,8 @@ def mpiexec(ranks):
     return cmd
 
 
-def rate_bits(rate):
-    """'10mbit' -> 1e7 bits per second (tc's units, powers of 1000); None for 'unlimited'."""
-    if rate == "unlimited":
-        return None
-    m = re.fullmatch(r"([0-9.]+)(bit|kbit|mbit|gbit|tbit)", rate)
-    if not m:
-        sys.exit(f"testbed_bench.py: --rate '{rate}' is not like 10mbit, 1gbit or unlimited")
-    scale = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}[m.group(2)]
-    return float(m.group(1)) * scale
-
-
-def calibration_mb(rate):
-    """The calibration all-reduce's size: about 16 seconds of the configured rate, so that a slow
-    link is not measured for minutes (32 MB took 4.5 minutes at 1 Mbit/s), between 2 MB and
-    32 MB. At 1 Mbit/s, 2 MB measured what 32 MB did (0.94x the rate) and 1 MB 0.84x."""
-    bits, seconds = rate_bits(rate), 16.0
-    return 32.0 if bits is None else min(32.0, max(2.0, bits / 8.0 * seconds / 1e6))
-
-
 def calibrate(rate, ranks):
-    out = subprocess.run(mpiexec(ranks) + [os.path.join(BUILD, "bench-allreduce"), "--rate", rate,
-                                           "--mb", f"{calibration_mb(rate):g}"],
+    out = subprocess.run(mpiexec(ranks) + [os.path.join(BUILD, "bench-allreduce"), "--rate", rate],
                          capture_output=True, text=True, check=True).stdout
     print(out.strip(), flush=True)
     m = re.search(r"carried ([0-9.]+) Mbit/s", out)
