@@ -250,6 +250,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   train_cmd->add_flag("--quiet", o.quiet, "print nothing but errors");
+  train_cmd->add_flag("--memory-report", o.memory_report,
+                      "at the end, print the memory each purpose (weights, gradients, "
+                      "optimizer state, pruning, ...) held at its peak and at the process's");
 
   std::string eval_checkpoint;
   TrainOptions eval_options;

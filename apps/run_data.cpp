@@ -177,7 +177,9 @@ EvalResult evaluate_text(nn::Module& model, const Tensor& tokens, int64_t contex
 
 EvalResult evaluate_run(nn::Module& model, const RunData& data, const TrainOptions& o,
                         const models::ModelConfig& config, comm::ProcessGroup* group) {
-  if (!data.is_text()) return evaluate(model, data.test, 500, group);
+  // In batches of the training batch, as torchvision's and nanoGPT's scripts evaluate: the same
+  // shapes as the training step's forward, so evaluation reuses its memory and never holds more.
+  if (!data.is_text()) return evaluate(model, data.test, o.batch, group);
   const int64_t windows = data::validation_windows(data.text->val, config.context,
                                                    o.eval_iters > 0 ? o.eval_iters * o.batch : 0);
   return evaluate_text(model, data.text->val, config.context, windows, o.batch, group);

@@ -51,7 +51,8 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t bat
 // (apps/data/text.h), shared among the ranks as above.
 EvalResult evaluate_text(nn::Module& model, const Tensor& tokens, int64_t context, int64_t windows,
                          int64_t batch, comm::ProcessGroup* group = nullptr);
-// The run's evaluation: the test set, or `eval_iters` batches of validation windows.
+// The run's evaluation, in batches of the training batch: the test set, or `eval_iters` batches
+// of validation windows.
 EvalResult evaluate_run(nn::Module& model, const RunData& data, const TrainOptions& options,
                         const models::ModelConfig& config, comm::ProcessGroup* group = nullptr);
 

@@ -21,10 +21,17 @@ StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
                        optim::Optimizer& optimizer, comm::Reducer* reducer,
                        const data::Batch& batch, const StepSettings& settings) {
   StepOutcome out;
-  Tensor loss = batch_loss(model(batch.inputs), batch.targets, settings.label_smoothing);
-  if (settings.poison_loss) loss = mul_scalar(loss, NAN);
+  Tensor loss;
+  {
+    MemoryTagScope tag(MemoryTag::activations);
+    loss = batch_loss(model(batch.inputs), batch.targets, settings.label_smoothing);
+    if (settings.poison_loss) loss = mul_scalar(loss, NAN);
+  }
   optimizer.zero_grad();
-  loss.backward();  // full buckets are all-reduced while backward goes on
+  {
+    MemoryTagScope tag(MemoryTag::backward);
+    loss.backward();  // full buckets are all-reduced while backward goes on
+  }
   // Read after backward is queued, so that on a GPU the wait does not hold back its launches.
   out.loss = loss.item();
   if (reducer) {

@@ -89,6 +89,33 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// One allocator's counts by purpose (core/memory_stats.h), for the metrics.
+nlohmann::json memory_json(const AllocatorStats& s) {
+  nlohmann::json now, peak, at_peak;
+  for (int t = 0; t < kMemoryTags; ++t) {
+    if (s.tag_peak_bytes[t] == 0) continue;
+    const char* name = memory_tag_name(static_cast<MemoryTag>(t));
+    now[name] = s.tag_bytes[t];
+    peak[name] = s.tag_peak_bytes[t];
+    at_peak[name] = s.tag_bytes_at_peak[t];
+  }
+  return {{"held_bytes", s.current_bytes + s.cached_bytes},
+          {"held_peak_bytes", s.held_peak_bytes},
+          {"live_peak_bytes", s.peak_bytes},
+          {"cached_bytes", s.cached_bytes},
+          {"cached_bytes_at_peak", s.cached_bytes_at_peak},
+          {"now", now},
+          {"peak", peak},
+          {"at_peak", at_peak}};
+}
+
+// Gives every cached block back to the system: before and after a one-off phase (an evaluation,
+// a pruning event), so that its working set and the training step's are never held at once.
+void release_cached_memory(Device device) {
+  cpu_empty_cache();
+  if (!device.is_cpu()) cuda_empty_cache();
+}
+
 // `gradient_has_momentum`: the compressor applies momentum to the gradient (DGC's momentum
 // correction), so SGD's momentum moves the weight decay alone.
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model,
@@ -160,11 +187,18 @@ TrainResult train(const TrainOptions& options) {
   const int rank = group->rank(), world = group->size();
   const bool leader = rank == 0;  // prints, writes metrics and checkpoints
 
-  const RunData run_data = load_run_data(o);
+  const RunData run_data = [&] {
+    MemoryTagScope tag(MemoryTag::data);
+    return load_run_data(o);
+  }();
   models::ModelConfig config = resolve_model_config(o.model, run_data);
-  nn::ModulePtr model = models::make_model(config);
-  // Every rank draws the same initial weights on the host; then the model moves.
-  model->to(device.is_cpu() ? device : Device::cuda(current_cuda_device()));
+  nn::ModulePtr model = [&] {
+    MemoryTagScope tag(MemoryTag::weights);
+    nn::ModulePtr made = models::make_model(config);
+    // Every rank draws the same initial weights on the host; then the model moves.
+    made->to(device.is_cpu() ? device : Device::cuda(current_cuda_device()));
+    return made;
+  }();
   std::unique_ptr<comm::Compressor> compressor;
   if (world > 1 || o.compress != "dense") {
     compressor = comm::make_compressor(o.compress, o.compress_options);
@@ -181,8 +215,10 @@ TrainResult train(const TrainOptions& options) {
         comm::ReducerOptions{o.bucket_mb, o.first_bucket_mb, o.allow_unused_parameters});
   }
 
-  std::unique_ptr<data::BatchSource> loader =
-      make_train_loader(run_data, o, config, rank, world, /*pinned=*/!device.is_cpu());
+  std::unique_ptr<data::BatchSource> loader = [&] {
+    MemoryTagScope tag(MemoryTag::data);
+    return make_train_loader(run_data, o, config, rank, world, /*pinned=*/!device.is_cpu());
+  }();
   int64_t batches = loader->num_batches();
   PAC_CHECK(batches > 0, "{} training samples make no full batch of {}", run_data.train.size(),
             o.batch);
@@ -348,6 +384,7 @@ TrainResult train(const TrainOptions& options) {
   // only state that differs between replicas), so no rank idles long enough to look dead.
   const char* held_out = run_data.is_text() ? "validation" : "test";
   auto evaluate_now = [&] {
+    MemoryTagScope tag(MemoryTag::evaluation);
     recalibrate();
     if (world > 1) {
       NoGradGuard no_grad;
@@ -387,10 +424,14 @@ TrainResult train(const TrainOptions& options) {
       uint64_t passes_before = counted_passes();
       float lr = schedule->lr(position.step);
       optimizer->set_lr(lr);
-      data::Batch batch = loader->batch(b);
-      if (!device.is_cpu()) {
-        batch.inputs = batch.inputs.to(model_device);
-        batch.targets = batch.targets.to(model_device);
+      data::Batch batch;
+      {
+        MemoryTagScope tag(MemoryTag::data);
+        batch = loader->batch(b);
+        if (!device.is_cpu()) {
+          batch.inputs = batch.inputs.to(model_device);
+          batch.targets = batch.targets.to(model_device);
+        }
       }
       // What synchronisations cost this step (the outer all-reduce, local SGD and DiLoCo only).
       comm::ReducerStepStats synced;
@@ -419,7 +460,10 @@ TrainResult train(const TrainOptions& options) {
           optimizer->zero_grad();
           batch_loss((*model)(batch.inputs), batch.targets, o.label_smoothing).backward();
         };
+        const bool event = pruner->event_due(position.step);
+        if (event) release_cached_memory(device);
         pruned = pruner->step(position.step, context, !outer || outer->in_agreement());
+        if (event) release_cached_memory(device);
         if (pruned.rewound) optimizer->reset_state();
         if (pruned.pruned && outer) outer->after_prune(pruned.rewound);
         if (pruned.pruned && !quiet && !show_bar) {
@@ -544,6 +588,10 @@ TrainResult train(const TrainOptions& options) {
         if (fault.due("kill-in-checkpoint", position.step, rank)) arm_checkpoint_kill();
         write_checkpoint();
       }
+      // What this step left in the caches and the next one will not take (a mask change's old
+      // buffers, say) goes back to the system.
+      cpu_release_idle_blocks();
+      if (!device.is_cpu()) cuda_release_idle_blocks();
     }
     if (show_bar) std::fprintf(stderr, "\n");
     result.train_loss = loss_count ? loss_sum / loss_count : 0.0;
@@ -565,6 +613,18 @@ TrainResult train(const TrainOptions& options) {
     }
   }
   if (!o.checkpoint.empty()) write_checkpoint();
+  // Where the bytes went: always in the metrics, printed with --memory-report.
+  nlohmann::json memory{{"kind", "memory"},
+                        {"peak_rss_bytes", peak_rss_bytes()},
+                        {"cpu", memory_json(cpu_allocator_stats())}};
+  if (!device.is_cpu()) memory["gpu"] = memory_json(cuda_allocator_stats());
+  metrics.write(memory);
+  if (o.memory_report && leader) {
+    std::printf("\n%s", memory_report(cpu_allocator_stats(), "host memory").c_str());
+    if (!device.is_cpu())
+      std::printf("\n%s", memory_report(cuda_allocator_stats(), "GPU memory").c_str());
+    std::printf("process peak resident set: %.1f MB\n", peak_rss_bytes() / 1e6);
+  }
   result.steps = position.step;
   result.density = pruner ? 1.0 - pruner->sparsity() : 1.0;
   if (leader && !quiet) {

@@ -71,6 +71,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;
   int64_t log_every = 50;
   bool quiet = false;
+  // At the end, print where the allocators' bytes went (core/memory_stats.h); the metrics get
+  // the same numbers either way.
+  bool memory_report = false;
 };
 
 struct TrainResult {

@@ -155,6 +155,7 @@ class MpiGroup : public ProcessGroup {
   MpiGroup() {
     // MPI starts on the communication thread, the only thread that ever calls it.
     thread_ = std::thread([this] {
+      MemoryTagScope tag(MemoryTag::compressor);  // wire buffers
       bool ok = true;
       try {
         int provided = 0, initialized = 0;

@@ -13,6 +13,9 @@ namespace pac::comm {
 
 namespace {
 
+// A layout made for no mask version: the first follow_masks() lays out every bucket.
+constexpr uint64_t kNoLayout = UINT64_MAX;
+
 // Makes `view` (a slot in a bucket) the parameter's gradient, with the values it has so far.
 void attach_gradient(nn::Parameter& p, Tensor view) {
   NoGradGuard no_grad;
@@ -24,10 +27,11 @@ void attach_gradient(nn::Parameter& p, Tensor view) {
 }  // namespace
 
 std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
-                                 const ReducerOptions& options) {
+                                 const ReducerOptions& options, bool allocate) {
   PAC_CHECK(options.bucket_mb > 0.0 && options.first_bucket_mb > 0.0,
             "reducer: bucket sizes must be positive, got {} MB and first {} MB", options.bucket_mb,
             options.first_bucket_mb);
+  MemoryTagScope tag(MemoryTag::gradients);
   std::vector<Bucket> buckets;
   double cap_bytes = options.first_bucket_mb * 1024 * 1024;
   Bucket current;
@@ -35,10 +39,12 @@ std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::Pa
   auto close_bucket = [&] {
     if (current.entries.empty()) return;
     current.index = static_cast<int>(buckets.size());
-    // On the parameters' device: the gradients become views into it.
-    current.flat = Tensor::zeros({current_elements}, DType::f32,
-                                 current.entries.front().param->data().device());
-    current.flat.storage()->set_counted(true);  // passes over gradient memory are measured
+    if (allocate) {
+      // On the parameters' device: the gradients become views into it.
+      current.flat = Tensor::zeros({current_elements}, DType::f32,
+                                   current.entries.front().param->data().device());
+      current.flat.storage()->set_counted(true);  // passes over gradient memory are measured
+    }
     buckets.push_back(std::move(current));
     current = Bucket();
     current_elements = 0;
@@ -83,15 +89,15 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
     for (auto& w : pending) w->wait();
   }
 
-  buckets_ = make_buckets(named, options);
-
-  // Gradients become views into the buckets; each parameter's hook marks its bucket.
+  // The flat buffers are made at the first step (follow_masks), once the masks of a pruning
+  // event before it are installed: buffers made now would hold the dense gradient only to be
+  // thrown away. From then on, every gradient is a view into its bucket.
+  buckets_ = make_buckets(named, options, /*allocate=*/false);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t e = 0; e < buckets_[b].entries.size(); ++e) {
       auto& entry = buckets_[b].entries[e];
-      attach_gradient(*entry.param, buckets_[b].flat.view_flat(entry.offset, {entry.numel}));
       entry.param->data().register_grad_ready_hook([this, b, e](Tensor&) { mark_ready(b, e); });
-      mask_versions_.push_back(entry.param->mask_version());
+      mask_versions_.push_back(kNoLayout);
     }
     pending_.push_back(static_cast<int64_t>(buckets_[b].entries.size()));
     ready_.emplace_back(buckets_[b].entries.size(), false);
@@ -108,9 +114,10 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
 }
 
 void Reducer::follow_masks() {
+  MemoryTagScope tag(MemoryTag::gradients);
   size_t slot = 0;
   for (auto& bucket : buckets_) {
-    bool masks_changed = false, sizes_changed = false;
+    bool masks_changed = false, sizes_changed = !bucket.flat.defined();
     for (const auto& entry : bucket.entries) {
       if (mask_versions_[slot++] != entry.param->mask_version()) masks_changed = true;
       sizes_changed = sizes_changed || entry.numel != entry.param->grad_numel() ||
@@ -126,13 +133,16 @@ void Reducer::follow_masks() {
         entry.compact = entry.param->grad_is_compact();
         at += entry.numel;
       }
-      bucket.flat = Tensor::zeros({at}, DType::f32, bucket.flat.device());
+      bucket.flat = Tensor::zeros({at}, DType::f32, bucket.entries.front().param->data().device());
       bucket.flat.storage()->set_counted(true);
     }
     // A new mask gave the parameter a gradient of its own: back into the bucket with its values.
     for (auto& entry : bucket.entries)
       attach_gradient(*entry.param, bucket.flat.view_flat(entry.offset, {entry.numel}));
-    if (sizes_changed) compressor_->layout_changed(bucket);
+    if (sizes_changed) {
+      MemoryTagScope compressor_tag(MemoryTag::compressor);
+      compressor_->layout_changed(bucket);
+    }
   }
   slot = 0;
   for (const auto& bucket : buckets_) {
@@ -154,6 +164,7 @@ ReducerStepStats Reducer::reduce_now(const std::function<void()>& fill) {
 
 void Reducer::load_compressor_state(const StateDict& state) {
   follow_masks();
+  MemoryTagScope tag(MemoryTag::compressor);
   compressor_->load_state(state, buckets_, *group_);
 }
 
@@ -174,6 +185,7 @@ void Reducer::mark_ready(size_t bucket, size_t entry) {
 }
 
 void Reducer::launch_ready_buckets() {
+  MemoryTagScope tag(MemoryTag::compressor);
   // Strictly in order, so every rank issues the same collectives in the same sequence.
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
     check_finite(buckets_[next_launch_]);
@@ -219,6 +231,7 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
     for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;
     launch_ready_buckets();  // unused gradients stay as they are (zero after zero_grad)
   }
+  MemoryTagScope tag(MemoryTag::compressor);  // decoding, and the compressor's end of step
   auto start = std::chrono::steady_clock::now();
   double codec_before_wait = compressor_->codec_seconds();
   for (auto& w : work_) {

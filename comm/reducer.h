@@ -1,9 +1,10 @@
 // Reducer: DDP's gradient synchronisation. At construction it broadcasts every parameter and
 // buffer from rank 0, then groups the parameters, in reverse registration order (the order
 // backward produces their gradients), into flat buckets: a small first bucket so communication
-// starts early, then larger ones (by dense size, so the grouping never changes). Each parameter's
-// gradient becomes a view into its bucket: compact for a pruned parameter, so a pruned model's
-// buckets hold only kept entries, and they are re-laid out when a mask changes. During
+// starts early, then larger ones (by dense size, so the grouping never changes). From the first
+// step on, each parameter's gradient is a view into its bucket: compact for a pruned parameter,
+// so a pruned model's buckets hold only kept entries, and they are re-laid out when a mask
+// changes. During
 // backward, each parameter's grad-ready hook marks it; when a bucket is complete, it and any
 // complete buckets after it are handed to the compressor, strictly in bucket order, so the
 // all-reduces run while backward goes on. finalize() waits for all of them.
@@ -38,10 +39,11 @@ struct ReducerStepStats {
 };
 
 // The Reducer's bucket layout for these parameters (in registration order): reverse order, the
-// first bucket small. Each bucket's flat buffer is allocated; no gradient is attached. Also used
-// to predict bytes per step without a run (pactrain prune-report).
+// first bucket small. Each bucket's flat buffer is allocated unless `allocate` is false; no
+// gradient is attached. Also used to predict bytes per step without a run (pactrain
+// prune-report).
 std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
-                                 const ReducerOptions& options);
+                                 const ReducerOptions& options, bool allocate = true);
 
 class Reducer {
  public:

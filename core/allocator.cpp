@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -17,7 +19,7 @@ constexpr size_t kMinCached = 32 * 1024;
 constexpr size_t kMaxCached = size_t{4} << 30;
 
 // Size classes: multiples of 64 bytes for small blocks; above kMinCached, 8 classes per doubling
-// (at most 12.5% of a block unused).
+// (at most 12.5% of a block unused, and every class a whole number of 4 KiB pages).
 size_t size_class(size_t nbytes) {
   size_t rounded = (nbytes + 63) / 64 * 64;
   if (rounded < kMinCached) return rounded;
@@ -26,10 +28,30 @@ size_t size_class(size_t nbytes) {
   return (rounded + step - 1) / step * step;
 }
 
+// Cached-size blocks are mapped from the system directly, so a block the cache gives back leaves
+// the process at once: through malloc it could stay resident in the heap. Under AddressSanitizer
+// they come from malloc, whose every block it watches.
+#if defined(__SANITIZE_ADDRESS__)
+void* map_block(size_t cls) { return std::aligned_alloc(64, cls); }
+void unmap_block(void* block, size_t) { std::free(block); }
+#else
+void* map_block(size_t cls) {
+  void* block = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return block == MAP_FAILED ? nullptr : block;
+}
+void unmap_block(void* block, size_t cls) { munmap(block, cls); }
+#endif
+
+struct CachedBlock {
+  void* ptr;
+  uint64_t idle_since;  // release_idle calls made before it was freed
+};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
+  std::unordered_map<size_t, std::vector<CachedBlock>> free_blocks;  // by size class
   AllocatorStats stats;
+  uint64_t release_calls = 0;
 };
 
 Cache& cache() {
@@ -39,43 +61,44 @@ Cache& cache() {
 
 }  // namespace
 
-void* cpu_allocate(size_t nbytes) {
+void* cpu_allocate(size_t nbytes, MemoryTag tag) {
   if (nbytes == 0) return nullptr;
   size_t cls = size_class(nbytes);
   Cache& c = cache();
-  {
+  if (cls >= kMinCached) {
     std::lock_guard<std::mutex> lock(c.mutex);
-    ++c.stats.allocations;
-    c.stats.current_bytes += cls;
-    c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.current_bytes);
     auto it = c.free_blocks.find(cls);
     if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* block = it->second.back();
+      void* block = it->second.back().ptr;  // the most recently freed: its pages are warm
       it->second.pop_back();
-      c.stats.cached_bytes -= cls;
-      ++c.stats.cache_hits;
+      c.stats.on_allocate(cls, tag, /*from_cache=*/true);
       return block;
     }
   }
-  void* block = std::aligned_alloc(64, cls);
+  void* block = cls >= kMinCached ? map_block(cls) : std::aligned_alloc(64, cls);
   PAC_CHECK(block != nullptr, "out of memory allocating {} bytes on the CPU", nbytes);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.on_allocate(cls, tag, /*from_cache=*/false);
   return block;
 }
 
-void cpu_free(void* ptr, size_t nbytes) {
+void cpu_free(void* ptr, size_t nbytes, MemoryTag tag) {
   if (ptr == nullptr) return;
   size_t cls = size_class(nbytes);
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
-    c.stats.current_bytes -= cls;
-    if (cls >= kMinCached && c.stats.cached_bytes + cls <= kMaxCached) {
-      c.free_blocks[cls].push_back(ptr);
-      c.stats.cached_bytes += cls;
+    const bool keep = cls >= kMinCached && c.stats.cached_bytes + cls <= kMaxCached;
+    c.stats.on_free(cls, tag, keep);
+    if (keep) {
+      c.free_blocks[cls].push_back({ptr, c.release_calls});
       return;
     }
   }
-  std::free(ptr);
+  if (cls >= kMinCached)
+    unmap_block(ptr, cls);
+  else
+    std::free(ptr);
 }
 
 AllocatorStats cpu_allocator_stats() {
@@ -84,14 +107,37 @@ AllocatorStats cpu_allocator_stats() {
   return c.stats;
 }
 
+void cpu_release_idle_blocks() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [cls, blocks] : c.free_blocks) {
+    // Freed before the previous call, and not taken since.
+    std::erase_if(blocks, [&, cls = cls](const CachedBlock& b) {
+      if (b.idle_since >= c.release_calls) return false;
+      unmap_block(b.ptr, cls);
+      c.stats.on_release(cls);
+      return true;
+    });
+  }
+  ++c.release_calls;
+}
+
 void cpu_empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   for (auto& [cls, blocks] : c.free_blocks) {
-    for (void* block : blocks) std::free(block);
+    for (const CachedBlock& b : blocks) {
+      unmap_block(b.ptr, cls);
+      c.stats.on_release(cls);
+    }
   }
   c.free_blocks.clear();
-  c.stats.cached_bytes = 0;
+}
+
+void cpu_reset_peak_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.reset_peaks();
 }
 
 }  // namespace pac

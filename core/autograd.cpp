@@ -41,6 +41,7 @@ class AccumulateGrad : public Node {
     if (leaf->grad_sink) {
       grad = leaf->grad_sink(grad_output);
     } else if (!leaf->grad) {
+      MemoryTagScope tag(MemoryTag::gradients);
       leaf->grad = grad_output.clone().impl_ptr();
       grad = Tensor(leaf->grad);
     } else {

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/memory_stats.h"
 
 namespace pac {
 
@@ -37,6 +38,7 @@ class Storage {
   Device device_;
   bool pinned_ = false;
   bool counted_ = false;
+  MemoryTag tag_;  // what the block was allocated for (the allocating thread's tag)
 };
 
 // Data pointers taken to counted storage so far in this process.

@@ -40,8 +40,10 @@ void Parameter::set_grad(const Tensor& g) {
 }
 
 Tensor Parameter::accumulate_compact(const Tensor& dense) {
-  if (!compact_grad_.defined())
+  if (!compact_grad_.defined()) {
+    MemoryTagScope tag(MemoryTag::gradients);
     compact_grad_ = Tensor::zeros({kept_count()}, DType::f32, data_.device());
+  }
   index_gather_add_(compact_grad_, dense, kept_);
   return compact_grad_;
 }
@@ -50,6 +52,7 @@ void Parameter::set_mask(const Tensor& mask) {
   PAC_CHECK(mask.defined() && mask.shape() == data_.shape(),
             "Parameter::set_mask: mask {} does not match parameter {}",
             mask.defined() ? mask.str() : "undefined", data_.str());
+  MemoryTagScope tag(MemoryTag::masks);
   Tensor bytes = (mask.dtype() == DType::u8 ? mask.clone() : mask.to(DType::u8)).cpu();
   std::vector<int32_t> positions;
   uint8_t* m = bytes.data<uint8_t>();
@@ -70,6 +73,7 @@ void Parameter::set_mask(const Tensor& mask) {
   data_.set_grad(Tensor());
   compact_grad_ = Tensor();
   if (old_grad.defined()) {
+    MemoryTagScope gradient_tag(MemoryTag::gradients);
     compact_grad_ = Tensor::empty({kept_count()}, DType::f32, data_.device());
     index_gather_(compact_grad_, old_grad, kept_);
   }

@@ -55,6 +55,7 @@ Optimizer::Optimizer(NamedParameters params, float lr)
 void Optimizer::follow_mask(size_t i) {
   nn::Parameter& p = *params_[i].second;
   if (state_mask_version_[i] == p.mask_version()) return;
+  MemoryTagScope tag(MemoryTag::optimizer);
   Tensor now_kept = p.has_mask() ? p.kept() : Tensor();
   const bool both_dense = !state_kept_[i].defined() && !now_kept.defined();
   for (auto& [slot, t] : slots_[i]) {
@@ -66,6 +67,7 @@ void Optimizer::follow_mask(size_t i) {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  MemoryTagScope tag(MemoryTag::optimizer);
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i].second;

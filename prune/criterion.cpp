@@ -4,6 +4,8 @@
 #include <cmath>
 #include <functional>
 
+#include "prune/selection.h"
+
 namespace pac::prune {
 
 Tensor abs_product(const Tensor& a_any, const Tensor& b_any) {
@@ -38,22 +40,7 @@ std::vector<Tensor> copy_gradients(const NamedParameters& params) {
 }
 
 void keep_top(const double* scores, int64_t n, int64_t k, uint8_t* keep) {
-  std::fill(keep, keep + n, uint8_t(0));
-  if (k <= 0) return;
-  if (k >= n) {
-    std::fill(keep, keep + n, uint8_t(1));
-    return;
-  }
-  std::vector<double> sorted(scores, scores + n);
-  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<double>());
-  const double threshold = sorted[k - 1];
-  int64_t taken = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (scores[j] > threshold) keep[j] = 1, ++taken;
-  }
-  for (int64_t j = 0; j < n && taken < k; ++j) {
-    if (scores[j] == threshold && !keep[j]) keep[j] = 1, ++taken;
-  }
+  keep_top({ScoreSpan{nullptr, scores, n, nullptr}}, k, {keep});
 }
 
 void Criterion::load_state(const StateDict& state, const NamedParameters& params) {

@@ -8,7 +8,8 @@
 // in needs() (data, global ranking, several rounds per event), reads --prune-opt key=value in
 // configure(), and may run its own forward and backward passes on context.model: while it scores,
 // the gradients stay local (nothing is all-reduced), and afterwards the Pruner puts back whatever
-// it changed (weights, buffers, train/eval flags, the random stream).
+// it changed (buffers, train/eval flags, the random stream, and the weights where needs() says
+// it changes them).
 #pragma once
 
 #include <functional>
@@ -67,6 +68,10 @@ struct CriterionNeeds {
   // density falling geometrically from the current one to the event's target (SynFlow's
   // iterative schedule).
   int64_t rounds = 1;
+  // It changes the weights while it scores (SynFlow scores a model of |w|): the Pruner keeps a
+  // copy of them to put back. Without it the Pruner keeps none (a copy is as large as the
+  // model) and only checks that the weights came back unchanged.
+  bool changes_weights = false;
 };
 
 class Criterion {

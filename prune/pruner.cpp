@@ -12,6 +12,7 @@
 #include "core/generator.h"
 #include "layers/batch_norm.h"
 #include "prune/mask_sync.h"
+#include "prune/selection.h"
 
 namespace pac::prune {
 
@@ -196,6 +197,7 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context, bool ranks_agree) {
     waiting_.due = true;
   }
   if (!waiting_.due || !ranks_agree) return {};
+  MemoryTagScope tag(MemoryTag::pruning);
   const PruneEvent event = std::exchange(waiting_, PruneEvent{});
   prune_to(event.sparsity, context);
   if (event.rewind) {
@@ -214,45 +216,51 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context, bool ranks_agree) {
 std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
                                            double sparsity) const {
   const Granularity g = criterion_->granularity();
-  // Scores of units already pruned sink to the bottom (checked_scores made the others finite).
-  constexpr double pruned = -std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> unit_scores(prunable_.size());
+  // The ranking reads the scores where they are; a unit already pruned ranks below all
+  // (checked_scores made the others finite).
+  std::vector<ScoreSpan> spans(prunable_.size());
+  std::vector<Tensor> alive_units(prunable_.size());  // u8 per unit, undefined while dense
   for (size_t i = 0; i < prunable_.size(); ++i) {
     const nn::Parameter& p = *prunable_[i].second;
-    const double* s = scores[i].data<double>();
-    Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();
-    const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
-    unit_scores[i].resize(scores[i].numel());
-    for (int64_t u = 0, units = scores[i].numel(); u < units; ++u)
-      unit_scores[i][u] = alive(m, p, g, u) ? s[u] : pruned;
+    const int64_t units = scores[i].numel();
+    if (p.has_mask()) {
+      Tensor mask = p.mask().cpu();
+      if (g == Granularity::entry) {
+        alive_units[i] = mask;
+      } else {
+        alive_units[i] = Tensor::empty({units}, DType::u8);
+        for (int64_t u = 0; u < units; ++u)
+          alive_units[i].data<uint8_t>()[u] = alive(mask.data<uint8_t>(), p, g, u);
+      }
+    }
+    spans[i].count = units;
+    if (scores[i].dtype() == DType::f32)
+      spans[i].f32 = scores[i].data<float>();
+    else
+      spans[i].f64 = scores[i].data<double>();
+    spans[i].alive = alive_units[i].defined() ? alive_units[i].data<uint8_t>() : nullptr;
   }
   std::vector<Tensor> keep(prunable_.size());
-  for (size_t i = 0; i < prunable_.size(); ++i)
-    keep[i] = Tensor::zeros({static_cast<int64_t>(unit_scores[i].size())}, DType::u8);
+  std::vector<uint8_t*> keep_data(prunable_.size());
+  for (size_t i = 0; i < prunable_.size(); ++i) {
+    keep[i] = Tensor::empty({spans[i].count}, DType::u8);
+    keep_data[i] = keep[i].data<uint8_t>();
+  }
   if (scope_ == Scope::layer) {
     for (size_t i = 0; i < prunable_.size(); ++i) {
-      int64_t units = static_cast<int64_t>(unit_scores[i].size());
-      int64_t k = std::max<int64_t>(1, std::llround((1.0 - sparsity) * units));
-      keep_top(unit_scores[i].data(), units, k, keep[i].data<uint8_t>());
+      int64_t k = std::max<int64_t>(1, std::llround((1.0 - sparsity) * spans[i].count));
+      prune::keep_top({spans[i]}, k, {keep_data[i]});
     }
   } else {
     // Global pruning is layer pruning over the concatenated scores.
-    std::vector<double> all;
-    for (const auto& s : unit_scores) all.insert(all.end(), s.begin(), s.end());
-    std::vector<uint8_t> kept(all.size());
-    int64_t total = static_cast<int64_t>(all.size());
-    keep_top(all.data(), total, std::llround((1.0 - sparsity) * total), kept.data());
-    size_t at = 0;
-    for (size_t i = 0; i < prunable_.size(); ++i) {
-      std::copy(kept.begin() + at, kept.begin() + at + unit_scores[i].size(),
-                keep[i].data<uint8_t>());
-      at += unit_scores[i].size();
-    }
+    int64_t total = 0;
+    for (const auto& s : spans) total += s.count;
+    prune::keep_top(spans, std::llround((1.0 - sparsity) * total), keep_data);
   }
   // Masks only shrink: a unit pruned before stays pruned.
   for (size_t i = 0; i < prunable_.size(); ++i) {
-    uint8_t* k = keep[i].data<uint8_t>();
-    for (int64_t u = 0, n = keep[i].numel(); u < n; ++u) k[u] = k[u] && unit_scores[i][u] != pruned;
+    if (!spans[i].alive) continue;
+    for (int64_t u = 0; u < spans[i].count; ++u) keep_data[i][u] &= spans[i].alive[u];
   }
   return keep;
 }
@@ -308,16 +316,19 @@ std::vector<Tensor> Pruner::checked_scores(const std::vector<Tensor>& scores) co
               criterion_->name(), prunable_[i].first,
               scores[i].defined() ? scores[i].str() : "nothing", units);
     // Scores and masks are worked on on the host, whatever device the model is on: pruning
-    // happens a handful of times in a run.
-    Tensor s = scores[i].cpu().to(DType::f64);
+    // happens a handful of times in a run. They stay in the criterion's precision: the ranking
+    // reads f32 and f64 alike, and a copy in f64 would double what an event holds.
+    Tensor s = scores[i].cpu();
     Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();
     const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
-    const double* v = s.data<double>();
+    const float* v32 = s.dtype() == DType::f32 ? s.data<float>() : nullptr;
+    const double* v64 = s.dtype() == DType::f64 ? s.data<double>() : nullptr;
     for (int64_t u = 0; u < units; ++u) {
-      PAC_CHECK(std::isfinite(v[u]) || !alive(m, p, g, u),
+      const double v = v32 ? static_cast<double>(v32[u]) : v64[u];
+      PAC_CHECK(std::isfinite(v) || !alive(m, p, g, u),
                 "criterion {} gave '{}' a score of {} at {} {} (of {}); scores must be finite: "
                 "for products that overflow f32, return f64 scores",
-                criterion_->name(), prunable_[i].first, v[u],
+                criterion_->name(), prunable_[i].first, v,
                 g == Granularity::entry ? "entry" : "channel", u, units);
     }
     out.push_back(s);
@@ -327,30 +338,54 @@ std::vector<Tensor> Pruner::checked_scores(const std::vector<Tensor>& scores) co
 
 namespace {
 
-// What a criterion may change while it scores, and puts back: every parameter's values (masked
-// entries stay zero), every buffer, every module's train/eval flag and the default random stream.
+// A parameter's values as one 64-bit number, to tell whether they changed without a copy.
+uint64_t fingerprint(const Tensor& data) {
+  Tensor host = data.cpu();
+  const uint32_t* bits = static_cast<const uint32_t*>(host.raw_data());
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int64_t i = 0, n = host.numel(); i < n; ++i) h = (h ^ bits[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// What a criterion may change while it scores, and puts back: every buffer, every module's
+// train/eval flag, the default random stream, and the parameters' values (masked entries stay
+// zero) when `keep_weights`. Otherwise only their fingerprints are kept: a copy of the weights is
+// as large as the model, held at an event that should cost least.
 class ModelSnapshot {
  public:
-  explicit ModelSnapshot(nn::Module& model)
+  ModelSnapshot(nn::Module& model, bool keep_weights)
       : model_(model),
         params_(model.named_parameters()),
         buffers_(model.named_buffers()),
         modes_(model.training_modes()),
-        random_(default_generator().state()) {
-    for (const auto& [name, p] : params_) values_.push_back(p->data().clone());
+        random_(default_generator().state()),
+        keep_weights_(keep_weights) {
+    for (const auto& [name, p] : params_) {
+      if (keep_weights_)
+        values_.push_back(p->data().clone());
+      else
+        fingerprints_.push_back(fingerprint(p->data()));
+    }
     for (const auto& [name, b] : buffers_) buffer_values_.push_back(b.clone());
   }
-  void restore() {
+  // Returns the name of a parameter that changed though the weights were not kept ("" if none).
+  std::string restore() {
     NoGradGuard no_grad;
+    std::string changed;
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor data = params_[i].second->data();
-      data.copy_(values_[i]);
-      params_[i].second->apply_mask(data);  // masks installed since the snapshot
+      if (keep_weights_) {
+        data.copy_(values_[i]);
+        params_[i].second->apply_mask(data);  // masks installed since the snapshot
+      } else if (changed.empty() && fingerprint(data) != fingerprints_[i]) {
+        changed = params_[i].first;
+      }
     }
     for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].second.copy_(buffer_values_[i]);
     model_.set_training_modes(modes_);
     default_generator().set_state(random_);
     model_.zero_grad();  // the criterion's gradients are not the next step's
+    return changed;
   }
 
  private:
@@ -359,7 +394,9 @@ class ModelSnapshot {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<bool> modes_;
   Generator::State random_;
+  bool keep_weights_;
   std::vector<Tensor> values_, buffer_values_;
+  std::vector<uint64_t> fingerprints_;
 };
 
 }  // namespace
@@ -370,7 +407,7 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
   std::vector<Tensor> scores;
   const auto start = std::chrono::steady_clock::now();
   {
-    ModelSnapshot snapshot(model_);
+    ModelSnapshot snapshot(model_, needs.changes_weights);
     const bool was_paused = reducer_ && reducer_->paused();  // local SGD pauses it between syncs
     if (reducer_) reducer_->set_paused(true);
     try {
@@ -378,8 +415,14 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
     } catch (...) {
       failure = std::current_exception();
     }
-    snapshot.restore();
+    const std::string changed = snapshot.restore();
     if (reducer_) reducer_->set_paused(was_paused);
+    if (!failure && !changed.empty()) {
+      failure = std::make_exception_ptr(Error(fmt::format(
+          "criterion {} changed the weights of '{}' while scoring; a criterion that does must "
+          "say so (CriterionNeeds::changes_weights) so that the Pruner puts them back",
+          criterion_->name(), changed)));
+    }
   }
   if (group_->size() == 1) {
     if (failure) std::rethrow_exception(failure);
@@ -405,21 +448,18 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
             group_->rank());
   if (needs.data) {
     // Each rank scored its own batch: the average is the score over all of them, in one
-    // collective.
+    // collective, in f64. The scores become views into the averaged buffer.
     int64_t total = 0;
     for (const auto& s : scores) total += s.numel();
     Tensor flat = Tensor::empty({total}, DType::f64);
     int64_t at = 0;
-    for (const auto& s : scores) {
-      std::memcpy(flat.data<double>() + at, s.data<double>(), s.numel() * sizeof(double));
+    for (auto& s : scores) {
+      Tensor slot = flat.view_flat(at, s.shape());
+      slot.copy_(s.to(DType::f64));
+      s = slot;
       at += s.numel();
     }
     group_->all_reduce(flat, comm::ReduceOp::avg)->wait();
-    at = 0;
-    for (auto& s : scores) {
-      std::memcpy(s.data<double>(), flat.data<double>() + at, s.numel() * sizeof(double));
-      at += s.numel();
-    }
   }
   return scores;
 }

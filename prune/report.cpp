@@ -64,9 +64,11 @@ std::string si(double value) {
 StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
   const double per_value = bytes_per_value(options.encoding);
   StepBytes bytes;
-  for (const auto& bucket : comm::make_buckets(
-           model.named_parameters(),
-           comm::ReducerOptions{options.bucket_mb, options.first_bucket_mb, false})) {
+  // The layout only: no buffer is needed to count bytes.
+  for (const auto& bucket :
+       comm::make_buckets(model.named_parameters(),
+                          comm::ReducerOptions{options.bucket_mb, options.first_bucket_mb, false},
+                          /*allocate=*/false)) {
     comm::PactrainLayout layout = comm::pactrain_layout(bucket);
     int64_t dense_values = 0;
     for (const auto& e : bucket.entries) dense_values += e.param->numel();

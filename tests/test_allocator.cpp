@@ -15,14 +15,14 @@ TEST_CASE("a freed large block is reused for the next request of its size class"
   void* first = cpu_allocate(1 << 20);
   REQUIRE(first != nullptr);
   CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
-  cpu_free(first, 1 << 20);
+  cpu_free(first, 1 << 20, MemoryTag::other);
   AllocatorStats before = cpu_allocator_stats();
   CHECK(before.cached_bytes >= (1u << 20));
   void* second = cpu_allocate((1 << 20) - 100);  // same class
   CHECK(second == first);
   AllocatorStats after = cpu_allocator_stats();
   CHECK(after.cache_hits == before.cache_hits + 1);
-  cpu_free(second, (1 << 20) - 100);
+  cpu_free(second, (1 << 20) - 100, MemoryTag::other);
 }
 
 TEST_CASE("current and peak bytes follow live tensors; empty_cache releases the cache") {

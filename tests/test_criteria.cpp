@@ -34,7 +34,10 @@ struct Probe : prune::Criterion {
   std::vector<double> round_sparsity;  // context.sparsity of each call
   std::vector<int64_t> kept_seen;      // kept entries of the first parameter at each call
   std::string name() const override { return "probe"; }
-  prune::CriterionNeeds needs() const override { return {.rounds = rounds}; }
+  // It overwrites the weights (below), and says so.
+  prune::CriterionNeeds needs() const override {
+    return {.rounds = rounds, .changes_weights = true};
+  }
   std::vector<Tensor> score(const prune::NamedParameters& params,
                             prune::ScoreContext& context) override {
     round_sparsity.push_back(context.sparsity);

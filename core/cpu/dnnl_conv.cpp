@@ -112,17 +112,18 @@ class Workspace {
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace() {
-    for (auto& [ptr, size] : blocks_) cpu_free(ptr, size);
+    for (auto& [ptr, size] : blocks_) cpu_free(ptr, size, tag_);
   }
   memory buffer(const memory::desc& md) {
     size_t size = md.get_size();
-    void* ptr = cpu_allocate(size);
+    void* ptr = cpu_allocate(size, tag_);
     blocks_.emplace_back(ptr, size);
     return memory(md, cpu_engine(), ptr);
   }
 
  private:
   std::vector<std::pair<void*, size_t>> blocks_;
+  MemoryTag tag_ = current_memory_tag();
 };
 
 // A user buffer as the layout `wanted`: the buffer itself when the layouts agree, else a reordered

@@ -26,10 +26,16 @@ size_t size_class(size_t nbytes) {
   return (rounded + step - 1) / step * step;
 }
 
+struct CachedBlock {
+  void* ptr;
+  uint64_t idle_since;  // release_idle calls made before it was freed
+};
+
 struct BlockCache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  std::unordered_map<size_t, std::vector<CachedBlock>> free_blocks;
   AllocatorStats stats;
+  uint64_t release_calls = 0;
 };
 
 BlockCache& device_cache() {
@@ -51,35 +57,32 @@ PinnedCache& pinned_cache() {
 }
 
 // Takes a block of class `cls` from the cache, or returns null.
-void* take_cached(BlockCache& c, size_t cls) {
+void* take_cached(BlockCache& c, size_t cls, MemoryTag tag) {
   std::lock_guard<std::mutex> lock(c.mutex);
-  ++c.stats.allocations;
-  c.stats.current_bytes += cls;
-  c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.current_bytes);
   auto it = c.free_blocks.find(cls);
   if (it == c.free_blocks.end() || it->second.empty()) return nullptr;
-  void* block = it->second.back();
+  void* block = it->second.back().ptr;
   it->second.pop_back();
-  c.stats.cached_bytes -= cls;
-  ++c.stats.cache_hits;
+  c.stats.on_allocate(cls, tag, /*from_cache=*/true);
   return block;
 }
 
-void give_back(BlockCache& c, void* ptr, size_t cls) {
+void give_back(BlockCache& c, void* ptr, size_t cls, MemoryTag tag) {
   std::lock_guard<std::mutex> lock(c.mutex);
-  c.stats.current_bytes -= cls;
-  c.stats.cached_bytes += cls;
-  c.free_blocks[cls].push_back(ptr);
+  c.stats.on_free(cls, tag, /*kept_in_cache=*/true);
+  c.free_blocks[cls].push_back({ptr, c.release_calls});
 }
 
 template <class Release>
 void release_all(BlockCache& c, Release release) {
   std::lock_guard<std::mutex> lock(c.mutex);
   for (auto& [cls, blocks] : c.free_blocks) {
-    for (void* block : blocks) release(block);
+    for (const CachedBlock& block : blocks) {
+      release(block.ptr);
+      c.stats.on_release(cls);
+    }
   }
   c.free_blocks.clear();
-  c.stats.cached_bytes = 0;
 }
 
 }  // namespace
@@ -95,11 +98,11 @@ void* poisoned(void* block, size_t cls) {
 
 void cuda_poison_allocations(bool on) { poison = on; }
 
-void* cuda_allocate(size_t nbytes) {
+void* cuda_allocate(size_t nbytes, MemoryTag tag) {
   if (nbytes == 0) return nullptr;
   size_t cls = size_class(nbytes);
   BlockCache& c = device_cache();
-  if (void* block = take_cached(c, cls)) return poisoned(block, cls);
+  if (void* block = take_cached(c, cls, tag)) return poisoned(block, cls);
   cuda::compute_stream();  // selects the device before the first cudaMalloc
   void* block = nullptr;
   cudaError_t status = cudaMalloc(&block, cls);
@@ -111,26 +114,54 @@ void* cuda_allocate(size_t nbytes) {
     status = cudaMalloc(&block, cls);
   }
   if (status != cudaSuccess) {
-    {
-      std::lock_guard<std::mutex> lock(c.mutex);
-      c.stats.current_bytes -= cls;
-    }
     PAC_CHECK(status != cudaErrorMemoryAllocation,
               "out of GPU memory allocating {} bytes ({} bytes in use by tensors)", nbytes,
               cuda_allocator_stats().current_bytes);
     PAC_FAIL("cudaMalloc of {} bytes failed: {}", nbytes, cudaGetErrorString(status));
   }
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.on_allocate(cls, tag, /*from_cache=*/false);
+  }
   return poisoned(block, cls);
 }
 
-void cuda_free(void* ptr, size_t nbytes) {
-  if (ptr != nullptr) give_back(device_cache(), ptr, size_class(nbytes));
+void cuda_free(void* ptr, size_t nbytes, MemoryTag tag) {
+  if (ptr != nullptr) give_back(device_cache(), ptr, size_class(nbytes), tag);
 }
 
 AllocatorStats cuda_allocator_stats() {
   BlockCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   return c.stats;
+}
+
+void cuda_release_idle_blocks() {
+  BlockCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  bool synchronized = false;
+  for (auto& [cls, blocks] : c.free_blocks) {
+    // Freed before the previous call, and not taken since (see cpu_release_idle_blocks).
+    size_t kept = 0;
+    for (const CachedBlock& b : blocks) {
+      if (b.idle_since >= c.release_calls) {
+        blocks[kept++] = b;
+        continue;
+      }
+      if (!synchronized) cuda::synchronize();  // kernels queued before its free may still use it
+      synchronized = true;
+      cudaFree(b.ptr);
+      c.stats.on_release(cls);
+    }
+    blocks.resize(kept);
+  }
+  ++c.release_calls;
+}
+
+void cuda_reset_peak_stats() {
+  BlockCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.reset_peaks();
 }
 
 void cuda_empty_cache() {

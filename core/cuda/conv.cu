@@ -117,14 +117,15 @@ struct ConvPlan {
 // A scratch buffer from the caching allocator for one call.
 class Workspace {
  public:
-  explicit Workspace(size_t bytes) : bytes_(bytes), data_(cuda_allocate(bytes)) {}
-  ~Workspace() { cuda_free(data_, bytes_); }
+  explicit Workspace(size_t bytes) : bytes_(bytes), data_(cuda_allocate(bytes, tag_)) {}
+  ~Workspace() { cuda_free(data_, bytes_, tag_); }
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   void* data() const { return data_; }
   size_t size() const { return bytes_; }
 
  private:
+  MemoryTag tag_ = current_memory_tag();  // declared first: the allocation reads it
   size_t bytes_;
   void* data_;
 };

@@ -181,13 +181,14 @@ class Scratch {
  public:
   explicit Scratch(int64_t floats)
       : bytes_(static_cast<size_t>(floats) * sizeof(float)),
-        data_(static_cast<float*>(cuda_allocate(bytes_))) {}
-  ~Scratch() { cuda_free(data_, bytes_); }
+        data_(static_cast<float*>(cuda_allocate(bytes_, tag_))) {}
+  ~Scratch() { cuda_free(data_, bytes_, tag_); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   float* data() const { return data_; }
 
  private:
+  MemoryTag tag_ = current_memory_tag();  // declared first: the allocation reads it
   size_t bytes_;
   float* data_;
 };

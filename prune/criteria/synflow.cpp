@@ -27,7 +27,9 @@ class SynFlow : public Criterion {
  public:
   std::string name() const override { return "synflow"; }
   // Its scores compare layers with each other, and its point is to prune in many rounds.
-  CriterionNeeds needs() const override { return {.global_scope = true, .rounds = rounds_}; }
+  CriterionNeeds needs() const override {
+    return {.global_scope = true, .rounds = rounds_, .changes_weights = true};
+  }
   void configure(OptionReader& options) override {
     rounds_ = static_cast<int64_t>(options.number("rounds", 100));
   }

@@ -63,6 +63,10 @@ TEST_CASE("buckets hold the parameters in reverse order, and every .grad is a vi
   REQUIRE(buckets.size() == 2);                        // the small first bucket, then the rest
   CHECK(buckets[0].entries.front().name == "4.bias");  // last registered comes first
   CHECK(buckets.back().entries.back().name == "0.weight");
+  // The flat buffers are made at the first step, once any mask installed before it is known.
+  for (const auto& b : buckets) CHECK_FALSE(b.flat.defined());
+  sum((*model)(Tensor::ones({2, 6}))).backward();
+  reducer.finalize();
   for (const auto& b : buckets) {
     for (const auto& e : b.entries) CHECK(e.param->grad().storage() == b.flat.storage());
   }

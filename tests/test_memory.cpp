@@ -1,0 +1,203 @@
+// Memory: the allocators' counts by purpose, the release of what one-off phases leave in the
+// cache, the pruning selection that ranks scores without copying them, and a pruned run that
+// holds less at its peak than the dense one.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "apps/trainer.h"
+#include "core/allocator.h"
+#include "core/tensor.h"
+#include "prune/selection.h"
+
+using namespace pac;
+
+TEST_CASE("allocations are counted under the tag of their thread's scope until freed") {
+  cpu_empty_cache();
+  const AllocatorStats start = cpu_allocator_stats();
+  const auto weights = static_cast<int>(MemoryTag::weights);
+  const auto pruning = static_cast<int>(MemoryTag::pruning);
+  {
+    MemoryTagScope tag(MemoryTag::weights);
+    Tensor w = Tensor::empty({1 << 18});  // 1 MiB
+    {
+      MemoryTagScope inner(MemoryTag::pruning);
+      Tensor scores = Tensor::empty({1 << 17});
+      CHECK(current_memory_tag() == MemoryTag::pruning);
+      const AllocatorStats during = cpu_allocator_stats();
+      CHECK(during.tag_bytes[pruning] - start.tag_bytes[pruning] == (1u << 19));
+    }
+    CHECK(current_memory_tag() == MemoryTag::weights);
+    const AllocatorStats after = cpu_allocator_stats();
+    CHECK(after.tag_bytes[weights] - start.tag_bytes[weights] == (1u << 20));
+    CHECK(after.tag_bytes[pruning] == start.tag_bytes[pruning]);  // freed under its own tag
+    CHECK(after.tag_peak_bytes[pruning] >= start.tag_bytes[pruning] + (1u << 19));
+  }
+  CHECK(current_memory_tag() == MemoryTag::other);
+  CHECK(cpu_allocator_stats().tag_bytes[weights] == start.tag_bytes[weights]);
+}
+
+TEST_CASE("the held peak and what each tag held at that moment") {
+  cpu_empty_cache();
+  cpu_reset_peak_stats();
+  const AllocatorStats start = cpu_allocator_stats();
+  const auto activations = static_cast<int>(MemoryTag::activations);
+  {
+    MemoryTagScope tag(MemoryTag::activations);
+    Tensor a = Tensor::empty({1 << 20});  // 4 MiB
+    Tensor b = Tensor::empty({1 << 19});  // 2 MiB
+  }
+  // Both freed and cached: a new size class is held on top of them.
+  Tensor c = Tensor::empty({3 << 18});
+  const AllocatorStats s = cpu_allocator_stats();
+  CHECK(s.held_peak_bytes - (start.current_bytes + start.cached_bytes) >= (6u << 20) + (3u << 20));
+  CHECK(s.cached_bytes_at_peak - start.cached_bytes >= (6u << 20));
+  CHECK(s.tag_bytes_at_peak[activations] == start.tag_bytes[activations]);
+  CHECK(s.tag_peak_bytes[activations] - start.tag_bytes[activations] >= (6u << 20));
+}
+
+TEST_CASE("a cached block idle for a whole cycle goes back to the system; one reused stays") {
+  cpu_empty_cache();
+  auto cycle = [](bool use_once_more) {
+    if (use_once_more) Tensor again = Tensor::empty({1 << 18});
+    cpu_release_idle_blocks();
+  };
+  { Tensor block = Tensor::empty({1 << 18}); }  // freed: 1 MiB cached
+  const size_t cached = cpu_allocator_stats().cached_bytes;
+  CHECK(cached >= (1u << 20));
+  cycle(false);  // freed in this cycle: the next may take it
+  CHECK(cpu_allocator_stats().cached_bytes == cached);
+  for (int i = 0; i < 4; ++i) {
+    cycle(true);  // taken and freed again every cycle, as a training step's buffers are
+    CHECK(cpu_allocator_stats().cached_bytes == cached);
+  }
+  cycle(false);  // a whole cycle without a taker
+  CHECK(cpu_allocator_stats().cached_bytes == 0);
+}
+
+namespace {
+
+// The ranking as it was before selection stopped copying: all scores in one array, pruned units
+// at -inf, a full sort of indices with ties to the earlier position.
+std::vector<uint8_t> reference_keep(const std::vector<double>& all, int64_t k) {
+  std::vector<int64_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return all[a] > all[b]; });
+  std::vector<uint8_t> keep(all.size(), 0);
+  for (int64_t j = 0; j < std::min<int64_t>(k, static_cast<int64_t>(all.size())); ++j)
+    keep[order[j]] = 1;
+  return keep;
+}
+
+}  // namespace
+
+TEST_CASE("radix selection keeps what a full sort of the concatenated scores keeps") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int trial = 0; trial < 40; ++trial) {
+    INFO("trial " << trial);
+    // Three tensors: f32, f64 and f32, with ties, zeros of both signs, negative scores and pruned
+    // units.
+    std::vector<float> a(1 + rng() % 300), c(1 + rng() % 50);
+    std::vector<double> b(1 + rng() % 200);
+    std::vector<uint8_t> alive_a(a.size()), alive_c(c.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = trial % 3 == 0 ? std::round(normal(rng) * 2.0f) : normal(rng);
+      if (i % 17 == 0) a[i] = (i % 2) ? -0.0f : 0.0f;
+      alive_a[i] = rng() % 5 != 0;
+    }
+    for (auto& v : b) v = trial % 3 == 0 ? std::round(normal(rng) * 2.0) : normal(rng) * 1e-30;
+    for (size_t i = 0; i < c.size(); ++i) {
+      c[i] = std::abs(normal(rng));
+      alive_c[i] = rng() % 3 != 0;
+    }
+    std::vector<prune::ScoreSpan> spans{
+        {a.data(), nullptr, static_cast<int64_t>(a.size()), alive_a.data()},
+        {nullptr, b.data(), static_cast<int64_t>(b.size()), nullptr},
+        {c.data(), nullptr, static_cast<int64_t>(c.size()), trial % 2 ? alive_c.data() : nullptr}};
+    std::vector<double> all;
+    for (const auto& s : spans) {
+      for (int64_t u = 0; u < s.count; ++u) all.push_back(s.at(u));
+    }
+    for (int64_t k : {int64_t{0}, int64_t{1}, static_cast<int64_t>(all.size() / 3),
+                      static_cast<int64_t>(all.size() - 1), static_cast<int64_t>(all.size())}) {
+      INFO("k " << k);
+      std::vector<uint8_t> ka(a.size()), kb(b.size()), kc(c.size());
+      prune::keep_top(spans, k, {ka.data(), kb.data(), kc.data()});
+      std::vector<uint8_t> got(ka);
+      got.insert(got.end(), kb.begin(), kb.end());
+      got.insert(got.end(), kc.begin(), kc.end());
+      CHECK(got == reference_keep(all, k));
+      if (k >= 1) {
+        std::vector<double> sorted(all);
+        std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+        CHECK(prune::kth_largest(spans, k) == sorted[k - 1]);
+      }
+    }
+  }
+}
+
+namespace {
+
+// A 2-step run of ResNet-20 on 28x28 images, batch 32, from an empty cache: what the CPU
+// allocator held at its peak, and the most its masks and kept indices held.
+struct PeakRun {
+  size_t held_peak = 0;
+  size_t masks = 0;
+};
+
+PeakRun two_steps(bool pruned) {
+  TrainOptions o;
+  o.model = {"resnet20", 1, 10, 28};
+  o.data = "synthetic";
+  o.synthetic_size = 128;  // and 32 test images: one evaluation batch
+  o.batch = 32;
+  o.epochs = 1;
+  o.max_steps = 2;
+  o.threads = 1;
+  o.quiet = true;
+  o.seed = 3;
+  o.compress = "pactrain";
+  if (pruned) {
+    o.prune = "magnitude";
+    o.sparsity = 0.8;
+    o.prune_scope = "global";
+  }
+  cpu_empty_cache();
+  cpu_reset_peak_stats();
+  const AllocatorStats start = cpu_allocator_stats();
+  train(o);
+  const AllocatorStats end = cpu_allocator_stats();
+  PeakRun run;
+  run.held_peak = end.held_peak_bytes - (start.current_bytes + start.cached_bytes);
+  run.masks = end.tag_peak_bytes[static_cast<int>(MemoryTag::masks)] -
+              start.tag_bytes[static_cast<int>(MemoryTag::masks)];
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("a pruned run holds less at its peak than the dense one, by what pruning removes") {
+  const PeakRun dense = two_steps(false);
+  const PeakRun pruned = two_steps(true);
+  // What 80% pruning removes: 80% of the prunable weights' gradient and momentum (f32 each).
+  // The prunable weights are those with two or more dimensions.
+  int64_t prunable = 0;
+  nn::ModulePtr model = models::make_model({"resnet20", 1, 10, 28});  // as two_steps trains it
+  for (const auto& [name, p] : model->named_parameters())
+    if (p->shape().size() >= 2) prunable += p->numel();
+  const double removed = 0.8 * static_cast<double>(prunable) * 4.0 * 2.0;
+  INFO("dense peak " << dense.held_peak << ", pruned peak " << pruned.held_peak << ", removed "
+                     << removed << ", masks " << pruned.masks);
+  CHECK(pruned.masks > 0);
+  // Nothing else may be added: at most a tenth of the saving goes to the allocator's size
+  // classes, which round the compact buffers differently from the dense ones.
+  CHECK(static_cast<double>(dense.held_peak) - static_cast<double>(pruned.held_peak) >=
+        0.9 * (removed - static_cast<double>(pruned.masks)));
+}
