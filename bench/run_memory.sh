@@ -14,6 +14,7 @@ if [ -z "$bin" ]; then
   bin="${BUILD_DIR:-$root/build}/pactrain"
 fi
 [ -f "$text" ] || { echo "run_memory.sh: no text file at $text (pass one)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "run_memory.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
