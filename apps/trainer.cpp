@@ -109,8 +109,9 @@ nlohmann::json memory_json(const AllocatorStats& s) {
           {"at_peak", at_peak}};
 }
 
-// Gives every cached block back to the system: before and after a one-off phase (an evaluation,
-// a pruning event), so that its working set and the training step's are never held at once.
+// Gives every cached block back to the system: before and after a pruning event, so that its
+// working set and the training step's are never held at once. (Evaluation needs none of this: it
+// runs in the training batch's shapes and reuses the step's blocks.)
 void release_cached_memory(Device device) {
   cpu_empty_cache();
   if (!device.is_cpu()) cuda_empty_cache();
