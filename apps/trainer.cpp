@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <thread>
@@ -12,6 +11,7 @@
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
 #include "apps/faults.h"
+#include "apps/metrics.h"
 #include "apps/outer_sync.h"
 #include "apps/train_step.h"
 #include "comm/compressors/pactrain.h"
@@ -70,43 +70,6 @@ void draw_progress(int64_t epoch, int64_t epochs, int64_t batch, int64_t batches
                static_cast<long>(epoch + 1), static_cast<long>(epochs), bar.c_str(),
                static_cast<long>(batch), static_cast<long>(batches), loss, samples_per_s,
                static_cast<int>(eta_s) / 60, static_cast<int>(eta_s) % 60);
-}
-
-class MetricsWriter {
- public:
-  MetricsWriter(const std::string& path, bool append) {
-    if (path.empty()) return;
-    out_.open(path, append ? std::ios::app : std::ios::trunc);
-    PAC_CHECK(out_.good(), "--metrics: cannot open '{}' for writing", path);
-  }
-  void write(const nlohmann::json& record) {
-    if (!out_.is_open()) return;
-    out_ << record.dump() << '\n';
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
-
-// One allocator's counts by purpose (core/memory_stats.h), for the metrics.
-nlohmann::json memory_json(const AllocatorStats& s) {
-  nlohmann::json now, peak, at_peak;
-  for (int t = 0; t < kMemoryTags; ++t) {
-    if (s.tag_peak_bytes[t] == 0) continue;
-    const char* name = memory_tag_name(static_cast<MemoryTag>(t));
-    now[name] = s.tag_bytes[t];
-    peak[name] = s.tag_peak_bytes[t];
-    at_peak[name] = s.tag_bytes_at_peak[t];
-  }
-  return {{"held_bytes", s.current_bytes + s.cached_bytes},
-          {"held_peak_bytes", s.held_peak_bytes},
-          {"live_peak_bytes", s.peak_bytes},
-          {"cached_bytes", s.cached_bytes},
-          {"cached_bytes_at_peak", s.cached_bytes_at_peak},
-          {"now", now},
-          {"peak", peak},
-          {"at_peak", at_peak}};
 }
 
 // Gives every cached block back to the system: before and after a pruning event, so that its
@@ -615,17 +578,8 @@ TrainResult train(const TrainOptions& options) {
   }
   if (!o.checkpoint.empty()) write_checkpoint();
   // Where the bytes went: always in the metrics, printed with --memory-report.
-  nlohmann::json memory{{"kind", "memory"},
-                        {"peak_rss_bytes", peak_rss_bytes()},
-                        {"cpu", memory_json(cpu_allocator_stats())}};
-  if (!device.is_cpu()) memory["gpu"] = memory_json(cuda_allocator_stats());
-  metrics.write(memory);
-  if (o.memory_report && leader) {
-    std::printf("\n%s", memory_report(cpu_allocator_stats(), "host memory").c_str());
-    if (!device.is_cpu())
-      std::printf("\n%s", memory_report(cuda_allocator_stats(), "GPU memory").c_str());
-    std::printf("process peak resident set: %.1f MB\n", peak_rss_bytes() / 1e6);
-  }
+  metrics.write(memory_record(device));
+  if (o.memory_report && leader) std::printf("\n%s", memory_report_text(device).c_str());
   result.steps = position.step;
   result.density = pruner ? 1.0 - pruner->sparsity() : 1.0;
   if (leader && !quiet) {

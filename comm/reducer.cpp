@@ -16,6 +16,14 @@ namespace {
 // A layout made for no mask version: the first follow_masks() lays out every bucket.
 constexpr uint64_t kNoLayout = UINT64_MAX;
 
+// A bucket's flat buffer of `n` values, on its parameters' device: the gradients become views
+// into it, and the passes over it are counted (passes over gradient memory are measured).
+Tensor bucket_buffer(const Bucket& bucket, int64_t n) {
+  Tensor flat = Tensor::zeros({n}, DType::f32, bucket.entries.front().param->data().device());
+  flat.storage()->set_counted(true);
+  return flat;
+}
+
 // Makes `view` (a slot in a bucket) the parameter's gradient, with the values it has so far.
 void attach_gradient(nn::Parameter& p, Tensor view) {
   NoGradGuard no_grad;
@@ -39,12 +47,7 @@ std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::Pa
   auto close_bucket = [&] {
     if (current.entries.empty()) return;
     current.index = static_cast<int>(buckets.size());
-    if (allocate) {
-      // On the parameters' device: the gradients become views into it.
-      current.flat = Tensor::zeros({current_elements}, DType::f32,
-                                   current.entries.front().param->data().device());
-      current.flat.storage()->set_counted(true);  // passes over gradient memory are measured
-    }
+    if (allocate) current.flat = bucket_buffer(current, current_elements);
     buckets.push_back(std::move(current));
     current = Bucket();
     current_elements = 0;
@@ -133,8 +136,7 @@ void Reducer::follow_masks() {
         entry.compact = entry.param->grad_is_compact();
         at += entry.numel;
       }
-      bucket.flat = Tensor::zeros({at}, DType::f32, bucket.entries.front().param->data().device());
-      bucket.flat.storage()->set_counted(true);
+      bucket.flat = bucket_buffer(bucket, at);
     }
     // A new mask gave the parameter a gradient of its own: back into the bucket with its values.
     for (auto& entry : bucket.entries)

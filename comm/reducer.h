@@ -4,10 +4,9 @@
 // starts early, then larger ones (by dense size, so the grouping never changes). From the first
 // step on, each parameter's gradient is a view into its bucket: compact for a pruned parameter,
 // so a pruned model's buckets hold only kept entries, and they are re-laid out when a mask
-// changes. During
-// backward, each parameter's grad-ready hook marks it; when a bucket is complete, it and any
-// complete buckets after it are handed to the compressor, strictly in bucket order, so the
-// all-reduces run while backward goes on. finalize() waits for all of them.
+// changes. During backward, each parameter's grad-ready hook marks it; when a bucket is
+// complete, it and any complete buckets after it are handed to the compressor, strictly in
+// bucket order, so the all-reduces run while backward goes on. finalize() waits for all of them.
 #pragma once
 
 #include <functional>

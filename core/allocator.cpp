@@ -59,6 +59,19 @@ Cache& cache() {
   return *instance;
 }
 
+// Returns the cached blocks that `chosen` picks to the system. Called under c.mutex.
+template <class Chosen>
+void release_cached(Cache& c, Chosen chosen) {
+  for (auto& [cls, blocks] : c.free_blocks) {
+    std::erase_if(blocks, [&, cls = cls](const CachedBlock& b) {
+      if (!chosen(b)) return false;
+      unmap_block(b.ptr, cls);
+      c.stats.on_release(cls);
+      return true;
+    });
+  }
+}
+
 }  // namespace
 
 void* cpu_allocate(size_t nbytes, MemoryTag tag) {
@@ -110,28 +123,15 @@ AllocatorStats cpu_allocator_stats() {
 void cpu_release_idle_blocks() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& [cls, blocks] : c.free_blocks) {
-    // Freed before the previous call, and not taken since.
-    std::erase_if(blocks, [&, cls = cls](const CachedBlock& b) {
-      if (b.idle_since >= c.release_calls) return false;
-      unmap_block(b.ptr, cls);
-      c.stats.on_release(cls);
-      return true;
-    });
-  }
+  // Freed before the previous call, and not taken since.
+  release_cached(c, [&](const CachedBlock& b) { return b.idle_since < c.release_calls; });
   ++c.release_calls;
 }
 
 void cpu_empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& [cls, blocks] : c.free_blocks) {
-    for (const CachedBlock& b : blocks) {
-      unmap_block(b.ptr, cls);
-      c.stats.on_release(cls);
-    }
-  }
-  c.free_blocks.clear();
+  release_cached(c, [](const CachedBlock&) { return true; });
 }
 
 void cpu_reset_peak_stats() {

@@ -14,31 +14,11 @@ double mb(size_t bytes) { return static_cast<double>(bytes) / 1e6; }
 }  // namespace
 
 const char* memory_tag_name(MemoryTag tag) {
-  switch (tag) {
-    case MemoryTag::other:
-      return "other";
-    case MemoryTag::data:
-      return "data";
-    case MemoryTag::weights:
-      return "weights";
-    case MemoryTag::masks:
-      return "masks";
-    case MemoryTag::activations:
-      return "activations";
-    case MemoryTag::backward:
-      return "backward";
-    case MemoryTag::gradients:
-      return "gradients";
-    case MemoryTag::optimizer:
-      return "optimizer";
-    case MemoryTag::compressor:
-      return "compressor";
-    case MemoryTag::pruning:
-      return "pruning";
-    case MemoryTag::evaluation:
-      return "evaluation";
-  }
-  return "?";
+  // In the order of the enum.
+  static constexpr const char* names[kMemoryTags] = {
+      "other",     "data",      "weights",    "masks",   "activations", "backward",
+      "gradients", "optimizer", "compressor", "pruning", "evaluation"};
+  return names[static_cast<int>(tag)];
 }
 
 MemoryTag current_memory_tag() { return thread_tag; }

@@ -25,7 +25,7 @@ enum class MemoryTag : uint8_t {
   pruning,      // a pruning event: the criterion's scores, the selection, the model snapshot
   evaluation,   // held-out evaluation
 };
-inline constexpr int kMemoryTags = 11;
+inline constexpr int kMemoryTags = static_cast<int>(MemoryTag::evaluation) + 1;
 
 const char* memory_tag_name(MemoryTag tag);
 

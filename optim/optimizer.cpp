@@ -55,7 +55,6 @@ Optimizer::Optimizer(NamedParameters params, float lr)
 void Optimizer::follow_mask(size_t i) {
   nn::Parameter& p = *params_[i].second;
   if (state_mask_version_[i] == p.mask_version()) return;
-  MemoryTagScope tag(MemoryTag::optimizer);
   Tensor now_kept = p.has_mask() ? p.kept() : Tensor();
   const bool both_dense = !state_kept_[i].defined() && !now_kept.defined();
   for (auto& [slot, t] : slots_[i]) {

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <functional>
-#include <limits>
 #include <utility>
 
 #include "core/autograd.h"
@@ -52,6 +50,30 @@ bool alive(const uint8_t* m, const nn::Parameter& p, Granularity g, int64_t u) {
     if (m[u * fan_in + j]) return true;
   }
   return false;
+}
+
+// The ranking's view of one parameter's scores (on the host): their values in the criterion's
+// precision, and which units are still alive, held in `alive_units` (undefined while p is dense).
+ScoreSpan unit_span(const nn::Parameter& p, Granularity g, const Tensor& scores,
+                    Tensor& alive_units) {
+  ScoreSpan span;
+  span.count = scores.numel();
+  if (scores.dtype() == DType::f32)
+    span.f32 = scores.data<float>();
+  else
+    span.f64 = scores.data<double>();
+  if (p.has_mask()) {
+    Tensor mask = p.mask().cpu();
+    if (g == Granularity::entry) {
+      alive_units = mask;
+    } else {
+      alive_units = Tensor::empty({span.count}, DType::u8);
+      for (int64_t u = 0; u < span.count; ++u)
+        alive_units.data<uint8_t>()[u] = alive(mask.data<uint8_t>(), p, g, u);
+    }
+    span.alive = alive_units.data<uint8_t>();
+  }
+  return span;
 }
 
 }  // namespace
@@ -219,27 +241,9 @@ std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
   // The ranking reads the scores where they are; a unit already pruned ranks below all
   // (checked_scores made the others finite).
   std::vector<ScoreSpan> spans(prunable_.size());
-  std::vector<Tensor> alive_units(prunable_.size());  // u8 per unit, undefined while dense
-  for (size_t i = 0; i < prunable_.size(); ++i) {
-    const nn::Parameter& p = *prunable_[i].second;
-    const int64_t units = scores[i].numel();
-    if (p.has_mask()) {
-      Tensor mask = p.mask().cpu();
-      if (g == Granularity::entry) {
-        alive_units[i] = mask;
-      } else {
-        alive_units[i] = Tensor::empty({units}, DType::u8);
-        for (int64_t u = 0; u < units; ++u)
-          alive_units[i].data<uint8_t>()[u] = alive(mask.data<uint8_t>(), p, g, u);
-      }
-    }
-    spans[i].count = units;
-    if (scores[i].dtype() == DType::f32)
-      spans[i].f32 = scores[i].data<float>();
-    else
-      spans[i].f64 = scores[i].data<double>();
-    spans[i].alive = alive_units[i].defined() ? alive_units[i].data<uint8_t>() : nullptr;
-  }
+  std::vector<Tensor> alive_units(prunable_.size());
+  for (size_t i = 0; i < prunable_.size(); ++i)
+    spans[i] = unit_span(*prunable_[i].second, g, scores[i], alive_units[i]);
   std::vector<Tensor> keep(prunable_.size());
   std::vector<uint8_t*> keep_data(prunable_.size());
   for (size_t i = 0; i < prunable_.size(); ++i) {
@@ -319,13 +323,12 @@ std::vector<Tensor> Pruner::checked_scores(const std::vector<Tensor>& scores) co
     // happens a handful of times in a run. They stay in the criterion's precision: the ranking
     // reads f32 and f64 alike, and a copy in f64 would double what an event holds.
     Tensor s = scores[i].cpu();
-    Tensor mask = p.has_mask() ? p.mask().cpu() : Tensor();
-    const uint8_t* m = mask.defined() ? mask.data<uint8_t>() : nullptr;
-    const float* v32 = s.dtype() == DType::f32 ? s.data<float>() : nullptr;
-    const double* v64 = s.dtype() == DType::f64 ? s.data<double>() : nullptr;
+    Tensor alive_units;
+    const ScoreSpan span = unit_span(p, g, s, alive_units);
     for (int64_t u = 0; u < units; ++u) {
-      const double v = v32 ? static_cast<double>(v32[u]) : v64[u];
-      PAC_CHECK(std::isfinite(v) || !alive(m, p, g, u),
+      if (span.alive != nullptr && !span.alive[u]) continue;  // a pruned unit's score is unread
+      const double v = span.at(u);
+      PAC_CHECK(std::isfinite(v),
                 "criterion {} gave '{}' a score of {} at {} {} (of {}); scores must be finite: "
                 "for products that overflow f32, return f64 scores",
                 criterion_->name(), prunable_[i].first, v,

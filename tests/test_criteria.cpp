@@ -1,6 +1,7 @@
 // The criterion interface in one process: --prune-opt options, a criterion's own scope, f64 and
 // non-finite scores, rounds with masks installed between them, everything a criterion changes
-// put back; and synflow, the data-free criterion of the second tutorial, against closed forms.
+// put back, and a change to the weights not declared refused; and synflow, the data-free
+// criterion of the second tutorial, against closed forms.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -67,6 +68,27 @@ std::shared_ptr<nn::Sequential> conv_net() {
       std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1), std::make_shared<nn::BatchNorm2d>(4),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 4, 3, 1, 1)});
 }
+
+// Scores by magnitude but halves the weights as it goes, declaring it (or not).
+class Halving : public prune::Criterion {
+ public:
+  explicit Halving(bool declared) : declared_(declared) {}
+  std::string name() const override { return "halving"; }
+  prune::CriterionNeeds needs() const override { return {.changes_weights = declared_}; }
+  std::vector<Tensor> score(const prune::NamedParameters& params, prune::ScoreContext&) override {
+    std::vector<Tensor> scores;
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : params) {
+      scores.push_back(prune::abs_of(p->data()));
+      Tensor data = p->data();
+      data.copy_(mul_scalar(data, 0.5f));
+    }
+    return scores;
+  }
+
+ private:
+  bool declared_;
+};
 
 }  // namespace
 
@@ -174,6 +196,29 @@ TEST_CASE("whatever a criterion changes while scoring is put back, masks applied
   auto named_buffers = model->named_buffers();
   for (size_t i = 0; i < named_buffers.size(); ++i)
     CHECK(named_buffers[i].second.to_vector() == buffers[i].to_vector());
+}
+
+TEST_CASE("weights a criterion changes come back when it says so, and are an error otherwise") {
+  for (bool declared : {true, false}) {
+    INFO("declared " << declared);
+    prune::register_criterion("halving",
+                              [declared] { return std::make_unique<Halving>(declared); });
+    auto model = mlp();
+    prune::Pruner pruner(*model, options("halving", 0.5), comm::make_local_group());
+    prune::ScoreContext context;
+    const nn::Parameter& p = *pruner.prunable()[0].second;
+    Tensor before = p.data().clone();
+    if (declared) {
+      pruner.prune_to(0.5, context);
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        const float expected = p.mask().data<uint8_t>()[i] ? before.data<float>()[i] : 0.0f;
+        CHECK(p.data().data<float>()[i] == expected);
+      }
+    } else {
+      CHECK_THROWS_WITH_AS(pruner.prune_to(0.5, context),
+                           doctest::Contains("criterion halving changed the weights of"), Error);
+    }
+  }
 }
 
 TEST_CASE("synflow: the synaptic flow of a small network, in closed form") {

@@ -287,51 +287,7 @@ class KeepSmallest : public prune::Criterion {
   }
 };
 
-// Scores by magnitude but halves the weights as it goes, declaring it (or not).
-class Halving : public prune::Criterion {
- public:
-  explicit Halving(bool declared) : declared_(declared) {}
-  std::string name() const override { return "halving"; }
-  prune::CriterionNeeds needs() const override { return {.changes_weights = declared_}; }
-  std::vector<Tensor> score(const prune::NamedParameters& params, prune::ScoreContext&) override {
-    std::vector<Tensor> scores;
-    NoGradGuard no_grad;
-    for (const auto& [name, p] : params) {
-      scores.push_back(prune::abs_of(p->data()));
-      Tensor data = p->data();
-      data.copy_(mul_scalar(data, 0.5f));
-    }
-    return scores;
-  }
-
- private:
-  bool declared_;
-};
-
 }  // namespace
-
-TEST_CASE("weights a criterion changes come back when it says so, and are an error otherwise") {
-  for (bool declared : {true, false}) {
-    INFO("declared " << declared);
-    prune::register_criterion("halving",
-                              [declared] { return std::make_unique<Halving>(declared); });
-    auto model = mlp();
-    prune::Pruner pruner(*model, options("halving", 0.5), comm::make_local_group());
-    prune::ScoreContext context;
-    const nn::Parameter& p = *pruner.prunable()[0].second;
-    Tensor before = p.data().clone();
-    if (declared) {
-      pruner.prune_to(0.5, context);
-      for (int64_t i = 0; i < p.numel(); ++i) {
-        const float expected = p.mask().data<uint8_t>()[i] ? before.data<float>()[i] : 0.0f;
-        CHECK(p.data().data<float>()[i] == expected);
-      }
-    } else {
-      CHECK_THROWS_WITH_AS(pruner.prune_to(0.5, context),
-                           doctest::Contains("criterion halving changed the weights of"), Error);
-    }
-  }
-}
 
 TEST_CASE("a criterion registered from outside the library prunes and trains") {
   prune::register_criterion("keep-smallest", [] { return std::make_unique<KeepSmallest>(); });

@@ -73,17 +73,28 @@ void give_back(BlockCache& c, void* ptr, size_t cls, MemoryTag tag) {
   c.free_blocks[cls].push_back({ptr, c.release_calls});
 }
 
-template <class Release>
-void release_all(BlockCache& c, Release release) {
-  std::lock_guard<std::mutex> lock(c.mutex);
+// Frees the cached blocks that `chosen` picks, after the device has finished the work queued
+// before they were freed, which may still use them. Called under c.mutex.
+template <class Chosen>
+void release_cached(BlockCache& c, Chosen chosen) {
+  bool synchronized = false;
   for (auto& [cls, blocks] : c.free_blocks) {
-    for (const CachedBlock& block : blocks) {
-      release(block.ptr);
+    size_t kept = 0;
+    for (const CachedBlock& b : blocks) {
+      if (!chosen(b)) {
+        blocks[kept++] = b;
+        continue;
+      }
+      if (!synchronized) cuda::synchronize();
+      synchronized = true;
+      cudaFree(b.ptr);
       c.stats.on_release(cls);
     }
+    blocks.resize(kept);
   }
-  c.free_blocks.clear();
 }
+
+bool every_block(const CachedBlock&) { return true; }
 
 }  // namespace
 
@@ -109,8 +120,10 @@ void* cuda_allocate(size_t nbytes, MemoryTag tag) {
   if (status == cudaErrorMemoryAllocation) {
     // The cache may hold enough in other size classes: give it all back and try once more.
     cudaGetLastError();
-    cuda::synchronize();
-    release_all(c, [](void* p) { cudaFree(p); });
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      release_cached(c, every_block);
+    }
     status = cudaMalloc(&block, cls);
   }
   if (status != cudaSuccess) {
@@ -139,22 +152,8 @@ AllocatorStats cuda_allocator_stats() {
 void cuda_release_idle_blocks() {
   BlockCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  bool synchronized = false;
-  for (auto& [cls, blocks] : c.free_blocks) {
-    // Freed before the previous call, and not taken since (see cpu_release_idle_blocks).
-    size_t kept = 0;
-    for (const CachedBlock& b : blocks) {
-      if (b.idle_since >= c.release_calls) {
-        blocks[kept++] = b;
-        continue;
-      }
-      if (!synchronized) cuda::synchronize();  // kernels queued before its free may still use it
-      synchronized = true;
-      cudaFree(b.ptr);
-      c.stats.on_release(cls);
-    }
-    blocks.resize(kept);
-  }
+  // Freed before the previous call, and not taken since (see cpu_release_idle_blocks).
+  release_cached(c, [&](const CachedBlock& b) { return b.idle_since < c.release_calls; });
   ++c.release_calls;
 }
 
@@ -165,8 +164,9 @@ void cuda_reset_peak_stats() {
 }
 
 void cuda_empty_cache() {
-  cuda::synchronize();
-  release_all(device_cache(), [](void* p) { cudaFree(p); });
+  BlockCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  release_cached(c, every_block);
 }
 
 void* pinned_allocate(size_t nbytes) {
