@@ -1,5 +1,6 @@
 #include "layers/parameter.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/autograd.h"
@@ -22,6 +23,16 @@ Tensor Parameter::dense_grad() const {
   Tensor dense = Tensor::zeros(shape(), DType::f32, data_.device());
   index_scatter_(dense, compact_grad_, kept_);
   return dense;
+}
+
+Tensor Parameter::mask() const {
+  if (!has_mask()) return Tensor();
+  Tensor mask = Tensor::zeros(shape(), DType::u8);
+  Tensor positions = kept_.cpu();
+  uint8_t* m = mask.data<uint8_t>();
+  const int32_t* k = positions.data<int32_t>();
+  for (int64_t j = 0, n = positions.numel(); j < n; ++j) m[k[j]] = 1;
+  return mask.to(data_.device());
 }
 
 void Parameter::set_grad(const Tensor& g) {
@@ -66,8 +77,7 @@ void Parameter::set_mask(const Tensor& mask) {
   Tensor old_grad = dense_grad();  // the gradient so far, to carry over to the new kept set
   kept_ = Tensor::empty({static_cast<int64_t>(positions.size())}, DType::i32);
   std::copy(positions.begin(), positions.end(), kept_.data<int32_t>());
-  // The mask and positions live where the data does; they were worked out on the host.
-  mask_ = bytes.to(data_.device());
+  // The positions live where the data does; they were worked out on the host.
   kept_ = kept_.to(data_.device());
   apply_mask(data_);
   data_.set_grad(Tensor());
@@ -84,7 +94,6 @@ void Parameter::set_mask(const Tensor& mask) {
 void Parameter::clear_mask() {
   NoGradGuard no_grad;
   Tensor old_grad = dense_grad();
-  mask_ = Tensor();
   kept_ = Tensor();
   compact_grad_ = Tensor();
   data_.set_grad_sink(nullptr);
@@ -94,7 +103,6 @@ void Parameter::clear_mask() {
 
 void Parameter::to(Device device) {
   data_.move_to_(device);
-  if (mask_.defined()) mask_ = mask_.to(device);
   if (kept_.defined()) kept_ = kept_.to(device);
   if (compact_grad_.defined()) compact_grad_ = compact_grad_.to(device);
 }
@@ -103,13 +111,20 @@ void Parameter::apply_mask(Tensor& t) const {
   if (!has_mask()) return;
   PAC_CHECK(t.shape() == data_.shape() && t.dtype() == DType::f32,
             "Parameter::apply_mask: {} does not match parameter {}", t.str(), data_.str());
-  PAC_CHECK(t.device() == mask_.device(), "Parameter::apply_mask: {} is on {}, the mask on {}",
-            t.str(), t.device().str(), mask_.device().str());
-  const uint8_t* m = mask_.data<uint8_t>();
+  PAC_CHECK(t.device() == data_.device(), "Parameter::apply_mask: {} is on {}, the mask on {}",
+            t.str(), t.device().str(), data_.device().str());
   float* p = static_cast<float*>(t.raw_data());  // raw: this is a no-grad update of a leaf
-  if (t.is_cuda()) return cuda::apply_mask(p, m, t.numel());
-  for (int64_t i = 0, count = t.numel(); i < count; ++i) {
-    if (!m[i]) p[i] = 0.0f;
+  if (t.is_cuda()) {
+    Tensor m = mask();
+    return cuda::apply_mask(p, m.data<uint8_t>(), t.numel());
+  }
+  // Zero what lies before, between and after the kept positions (ascending).
+  const int32_t* k = kept_.data<int32_t>();
+  int64_t from = 0;
+  for (int64_t j = 0, n = kept_.numel(); j <= n; ++j) {
+    const int64_t to = j < n ? k[j] : t.numel();
+    std::fill(p + from, p + to, 0.0f);
+    from = to + 1;
   }
 }
 

@@ -1,5 +1,7 @@
-// Parameter: a trainable tensor plus the pruning slots of DESIGN.md: `mask` (u8, same shape; 1 =
-// kept) and `kept` (i32 flat positions of the kept entries, rebuilt only when the mask changes).
+// Parameter: a trainable tensor plus its pruning mask, stored as `kept` (i32 flat positions of the
+// kept entries, ascending, rebuilt only when the mask changes); mask() gives it as u8 in the
+// data's shape, made from `kept` when asked (pruning events and checkpoints ask), so that a
+// pruned weight does not hold a byte per entry beside its indices.
 // The data stays dense with exact zeros at pruned positions, so every kernel runs on it unchanged.
 // The gradient of a masked parameter is compact: f32 [kept_count()], its kept entries in the order
 // of `kept`. Backward still computes the dense weight gradient, and accumulating it *is* the
@@ -39,8 +41,9 @@ class Parameter {
   void set_grad(const Tensor& g);
   int64_t grad_numel() const { return kept_count(); }
 
-  bool has_mask() const { return mask_.defined(); }
-  const Tensor& mask() const { return mask_; }  // undefined while dense
+  bool has_mask() const { return kept_.defined(); }
+  // u8 in the data's shape on its device, 1 = kept: a new tensor each call; undefined while dense.
+  Tensor mask() const;
   const Tensor& kept() const { return kept_; }  // undefined while dense
   // Installs a mask (u8 or f32 of 0/1, same shape): zeroes pruned entries of the data, rebuilds
   // `kept`, and keeps the gradient of the entries still kept (compact from now on).
@@ -64,7 +67,7 @@ class Parameter {
  private:
   Tensor accumulate_compact(const Tensor& dense);  // the gradient sink while masked
 
-  Tensor data_, mask_, kept_, compact_grad_;
+  Tensor data_, kept_, compact_grad_;
   uint64_t mask_version_ = 0;
 };
 

@@ -129,8 +129,9 @@ TEST_CASE("scores: f64 beyond f32's range rank as they should; a NaN names its p
   // Scaled by 1e300, as f32 every score would be inf and the ranking arbitrary: it is magnitude's.
   const auto& first = *pruner.prunable()[0].second;
   std::vector<float> kept, pruned;
+  const Tensor first_mask = first.mask();
   for (int64_t i = 0; i < first.numel(); ++i)
-    (first.mask().data<uint8_t>()[i] ? kept : pruned).push_back(std::abs(before[i]));
+    (first_mask.data<uint8_t>()[i] ? kept : pruned).push_back(std::abs(before[i]));
   CHECK(*std::min_element(kept.begin(), kept.end()) >=
         *std::max_element(pruned.begin(), pruned.end()));
 
@@ -188,8 +189,9 @@ TEST_CASE("whatever a criterion changes while scoring is put back, masks applied
     CAPTURE(named[i].first);
     const nn::Parameter& p = *named[i].second;
     auto now = p.data().to_vector(), then = weights[i].to_vector();
+    const Tensor mask = p.mask();
     for (int64_t j = 0; j < p.numel(); ++j) {
-      bool kept = !p.has_mask() || p.mask().data<uint8_t>()[j];
+      bool kept = !p.has_mask() || mask.data<uint8_t>()[j];
       CHECK(now[j] == (kept ? then[j] : 0.0f));
     }
   }
@@ -210,8 +212,9 @@ TEST_CASE("weights a criterion changes come back when it says so, and are an err
     Tensor before = p.data().clone();
     if (declared) {
       pruner.prune_to(0.5, context);
+      const Tensor mask = p.mask();
       for (int64_t i = 0; i < p.numel(); ++i) {
-        const float expected = p.mask().data<uint8_t>()[i] ? before.data<float>()[i] : 0.0f;
+        const float expected = mask.data<uint8_t>()[i] ? before.data<float>()[i] : 0.0f;
         CHECK(p.data().data<float>()[i] == expected);
       }
     } else {

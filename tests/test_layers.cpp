@@ -90,6 +90,18 @@ TEST_CASE("parameter masks zero pruned entries, build kept indices and report de
   CHECK(values[1] == 0.0f);
   CHECK(values[3] == 0.0f);
   CHECK(values[0] != 0.0f);
+  // The mask as u8, made from the kept indices; apply_mask zeroes exactly the pruned entries,
+  // the first and the last included.
+  CHECK(w.mask().dtype() == DType::u8);
+  CHECK(w.mask().to(DType::f32).to_vector() == std::vector<float>{1, 0, 1, 0, 0, 1});
+  Tensor ones = Tensor::ones({2, 3});
+  w.apply_mask(ones);
+  CHECK(ones.to_vector() == std::vector<float>{1, 0, 1, 0, 0, 1});
+  w.set_mask(Tensor::from_vector({0, 1, 1, 0, 1, 0}, {2, 3}));
+  ones = Tensor::ones({2, 3});
+  w.apply_mask(ones);
+  CHECK(ones.to_vector() == std::vector<float>{0, 1, 1, 0, 1, 0});
+  w.set_mask(Tensor::from_vector({1, 0, 1, 0, 0, 1}, {2, 3}));
   CHECK_THROWS_WITH_AS(w.set_mask(Tensor::ones({3, 2})), doctest::Contains("does not match"),
                        Error);
   CHECK_THROWS_WITH_AS(w.set_mask(Tensor::full({2, 3}, 2.0f)), doctest::Contains("expected 0 or 1"),

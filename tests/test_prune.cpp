@@ -35,8 +35,9 @@ namespace {
 std::vector<float> kept_values(const nn::Parameter& p, bool kept) {
   std::vector<float> out;
   auto w = p.data().to_vector();
+  const Tensor mask = p.mask();
   for (int64_t i = 0; i < p.numel(); ++i) {
-    if ((p.mask().data<uint8_t>()[i] != 0) == kept) out.push_back(std::abs(w[i]));
+    if ((mask.data<uint8_t>()[i] != 0) == kept) out.push_back(std::abs(w[i]));
   }
   return out;
 }
@@ -162,7 +163,8 @@ TEST_CASE("global pruning ranks all weights together, and masks only shrink") {
   // Grow some pruned entries back in value: a shrinking mask must not revive them.
   for (const auto& [name, p] : pruner.prunable()) {
     float* w = static_cast<float*>(p->data().raw_data());
-    for (int64_t i = 0; i < p->numel(); ++i) w[i] = p->mask().data<uint8_t>()[i] ? w[i] : 100.0f;
+    const Tensor mask = p->mask();
+    for (int64_t i = 0; i < p->numel(); ++i) w[i] = mask.data<uint8_t>()[i] ? w[i] : 100.0f;
   }
   std::vector<Tensor> before;
   for (const auto& [name, p] : pruner.prunable()) before.push_back(p->data().clone());
@@ -171,8 +173,9 @@ TEST_CASE("global pruning ranks all weights together, and masks only shrink") {
   std::vector<float> kept, pruned;  // magnitudes before this round: kept, and pruned this round
   for (size_t i = 0; i < pruner.prunable().size(); ++i) {
     const nn::Parameter& p = *pruner.prunable()[i].second;
+    const Tensor mask = p.mask();
     for (int64_t j = 0; j < p.numel(); ++j) {
-      uint8_t now = p.mask().data<uint8_t>()[j], earlier = first[i].data<uint8_t>()[j];
+      uint8_t now = mask.data<uint8_t>()[j], earlier = first[i].data<uint8_t>()[j];
       CHECK(now <= earlier);
       float magnitude = std::abs(before[i].data<float>()[j]);
       if (now) kept.push_back(magnitude);
@@ -197,9 +200,10 @@ TEST_CASE("channel-l1 prunes whole output channels with their bias and batch nor
   pruner.prune_to(0.5, context);
   const auto& w = conv->weight;
   std::vector<int> dead;
+  const Tensor mask = w->mask();
   for (int64_t c = 0; c < 8; ++c) {
     int kept = 0;
-    for (int64_t j = 0; j < 27; ++j) kept += w->mask().data<uint8_t>()[c * 27 + j];
+    for (int64_t j = 0; j < 27; ++j) kept += mask.data<uint8_t>()[c * 27 + j];
     CHECK((kept == 0 || kept == 27));
     if (kept == 0) dead.push_back(static_cast<int>(c));
     CHECK(conv->bias->mask().data<uint8_t>()[c] == (kept ? 1 : 0));
@@ -301,8 +305,9 @@ TEST_CASE("a criterion registered from outside the library prunes and trains") {
   pruner.prune_to(0.5, context);
   const auto& p = *pruner.prunable()[0].second;
   std::vector<float> kept, pruned;
+  const Tensor mask = p.mask();
   for (int64_t i = 0; i < p.numel(); ++i)
-    (p.mask().data<uint8_t>()[i] ? kept : pruned).push_back(std::abs(before.data<float>()[i]));
+    (mask.data<uint8_t>()[i] ? kept : pruned).push_back(std::abs(before.data<float>()[i]));
   CHECK(*std::max_element(kept.begin(), kept.end()) <=
         *std::min_element(pruned.begin(), pruned.end()));
 
@@ -519,8 +524,9 @@ TEST_CASE("movement keeps the weights moving away from zero") {
   prune::Pruner pruner(model, options("movement", 1.0 - away / 24.0), comm::make_local_group());
   pruner.observe();
   pruner.prune_to(1.0 - away / 24.0, context);
+  const Tensor mask = model.weight->mask();
   for (size_t i = 0; i < w.size(); ++i)
-    CHECK((model.weight->mask().data<uint8_t>()[i] == 1) == (w[i] * cv[i] < 0));
+    CHECK((mask.data<uint8_t>()[i] == 1) == (w[i] * cv[i] < 0));
 }
 
 namespace {

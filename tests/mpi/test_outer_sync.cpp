@@ -363,7 +363,8 @@ TEST_CASE("DiLoCo on a pruned model: the pseudo-gradient travels compact, to den
       result[compressor].push_back(p->data().to_vector());
       if (!p->has_mask()) continue;
       auto w = p->data().to_vector();
-      const uint8_t* m = p->mask().data<uint8_t>();
+      const Tensor mask = p->mask();
+      const uint8_t* m = mask.data<uint8_t>();
       for (size_t j = 0; j < w.size(); ++j) {
         if (!m[j]) REQUIRE(w[j] == 0.0f);
       }

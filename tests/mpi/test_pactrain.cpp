@@ -145,8 +145,9 @@ TEST_CASE("pactrain fp32 gives dense's average on the kept entries, across mask 
   for (size_t e = 0; e < b.params.size(); ++e) {
     const nn::Parameter& p = *b.params[e];
     const float* w = p.data().data<float>();
+    const Tensor mask = p.mask();
     for (int64_t i = 0; i < p.numel(); ++i) {
-      bool kept = !p.has_mask() || p.mask().data<uint8_t>()[i];
+      bool kept = !p.has_mask() || mask.data<uint8_t>()[i];
       float g = reference.data<float>()[b.dense_offset[e] + i];
       if (!kept)
         CHECK(w[i] == 0.0f);

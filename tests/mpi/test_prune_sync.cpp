@@ -65,12 +65,13 @@ TEST_CASE("masks are identical on every rank after every step of a gradual sched
       const nn::Parameter& p = *pruner.prunable()[i].second;
       CHECK(same_everywhere(p));
       if (p.has_mask()) {
+        const Tensor mask = p.mask();
         if (i < previous.size()) {  // masks only shrink
           for (int64_t j = 0; j < p.numel(); ++j)
-            CHECK(p.mask().data<uint8_t>()[j] <= previous[i].data<uint8_t>()[j]);
+            CHECK(mask.data<uint8_t>()[j] <= previous[i].data<uint8_t>()[j]);
         }
         if (previous.size() <= i) previous.resize(i + 1);
-        previous[i] = p.mask().clone();
+        previous[i] = mask;
       }
     }
   }
@@ -280,7 +281,8 @@ TEST_CASE("a data criterion scores every rank's own batch, and the masks rank th
   pruner.prune_to(0.5, context);
   std::vector<uint8_t> kept;
   for (const auto& [name, p] : pruner.prunable()) {
-    const uint8_t* m = p->mask().data<uint8_t>();
+    const Tensor mask = p->mask();
+    const uint8_t* m = mask.data<uint8_t>();
     kept.insert(kept.end(), m, m + p->numel());
   }
   CHECK(kept == expected);
