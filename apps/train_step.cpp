@@ -28,6 +28,10 @@ StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
     if (settings.poison_loss) loss = mul_scalar(loss, NAN);
   }
   optimizer.zero_grad();
+  // On the CPU the loss is read before backward, so that the step's finiteness verdict travels
+  // with the last bucket instead of in a collective of its own after it; on a GPU, reading it
+  // here would hold back backward's launches.
+  if (reducer && !loss.is_cuda()) reducer->declare_loss_finite(std::isfinite(loss.item()));
   {
     MemoryTagScope tag(MemoryTag::backward);
     loss.backward();  // full buckets are all-reduced while backward goes on

@@ -407,6 +407,8 @@ TrainResult train(const TrainOptions& options) {
         outer_s += synchronised_s;
         synced.bytes_sent += stats.bytes_sent;
         synced.codec_s += stats.codec_s;
+        synced.exchanges += stats.exchanges;
+        synced.exchanges_after_backward += stats.exchanges;  // none of it overlaps backward
         synced.comm_exposed_s += synchronised_s - stats.codec_s;
       };
       prune::PruneStep pruned;
@@ -472,6 +474,8 @@ TrainResult train(const TrainOptions& options) {
         synchronise(read_next);
       comm_stats.bytes_sent += synced.bytes_sent;
       comm_stats.codec_s += synced.codec_s;
+      comm_stats.exchanges += synced.exchanges;
+      comm_stats.exchanges_after_backward += synced.exchanges_after_backward;
       comm_stats.comm_exposed_s += synced.comm_exposed_s;
       const bool skip = outcome.skipped;
       if (reducer && pruned.pruned && !quiet && !show_bar) {
@@ -522,6 +526,8 @@ TrainResult train(const TrainOptions& options) {
              {"codec_s", comm_stats.codec_s},
              {"comm_exposed_s", comm_stats.comm_exposed_s},
              {"outer_s", outer_s},
+             {"exchanges", comm_stats.exchanges},
+             {"exchanges_after_backward", comm_stats.exchanges_after_backward},
              {"codec_kernels", comm_stats.codec_kernels},
              {"gradient_passes", counted_passes() - passes_before},
              {"allocations", cpu_allocator_stats().allocations - allocations_before},

@@ -100,6 +100,13 @@ class ThenWork : public Work {
 
 }  // namespace
 
+WorkPtr all_reduce_with_riders(Bucket& bucket, ProcessGroup& group,
+                               std::vector<ReduceSegment> segments) {
+  for (auto& rider : bucket.riders) segments.push_back(rider);
+  bucket.riders.clear();
+  return group.all_reduce_coalesced(std::move(segments));
+}
+
 WorkPtr then(WorkPtr inner, std::function<void()> after) {
   return std::make_shared<ThenWork>(std::move(inner), std::move(after));
 }

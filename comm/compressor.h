@@ -33,7 +33,16 @@ struct Bucket {
   int index = 0;
   Tensor flat;  // f32 [n]: the gradients of `entries`, back to back
   std::vector<BucketEntry> entries;
+  // Small tensors to all-reduce along with this bucket: the step's finiteness verdict rides on
+  // the last one. A compressor that sends the bucket in one coalesced collective takes them into
+  // it (all_reduce_with_riders); what it leaves here, the Reducer all-reduces on its own.
+  std::vector<ReduceSegment> riders;
 };
+
+// All-reduces `segments` and the bucket's riders in one coalesced collective, and takes the
+// riders off the bucket.
+WorkPtr all_reduce_with_riders(Bucket& bucket, ProcessGroup& group,
+                               std::vector<ReduceSegment> segments);
 
 class Compressor {
  public:

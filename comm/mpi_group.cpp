@@ -1,8 +1,8 @@
 // The MPI process group. All MPI calls happen on one communication thread, which runs the
 // collectives strictly in the order they were launched (the same order on every rank), while the
 // caller's thread goes on computing: this is what lets gradient all-reduces overlap backward.
-// The collectives are written out as ring algorithms over point-to-point messages, so the bytes
-// each rank sends are exactly the bytes counted.
+// The collectives are written out over point-to-point messages (rings; recursive doubling for
+// small all-reduces), so the bytes each rank sends, and its exchanges, are exactly those counted.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -208,13 +208,32 @@ class MpiGroup : public ProcessGroup {
   int local_rank() const override { return local_rank_; }
   std::string backend() const override { return "mpi"; }
 
-  WorkPtr all_reduce(Tensor t, ReduceOp op) override {
-    check_host(t, "all_reduce");
-    return launch("all_reduce", t, [=, this]() mutable {
-      ring_reduce_scatter(t, op, "all_reduce");
-      ring_all_gather_chunks(t, "all_reduce");
-      if (op == ReduceOp::avg) divide(t, size_);
-    });
+  WorkPtr all_reduce(Tensor t, ReduceOp op) override { return all_reduce_coalesced({{t, op}}); }
+
+  WorkPtr all_reduce_coalesced(std::vector<ReduceSegment> segments) override {
+    PAC_CHECK(!segments.empty(), "all_reduce_coalesced: no tensors to reduce");
+    int64_t elements = 0, bytes = 0;
+    for (const auto& s : segments) {
+      check_host(s.tensor, "all_reduce");
+      elements += s.tensor.numel();
+      bytes += static_cast<int64_t>(s.tensor.nbytes());
+    }
+    const AllReduceAlgorithm chosen = all_reduce_algorithm();
+    const bool doubling =
+        chosen == AllReduceAlgorithm::doubling ||
+        (chosen == AllReduceAlgorithm::automatic && bytes <= kDoublingMaxBytes);
+    return launch("all_reduce", elements, segments.front().tensor.dtype(),
+                  [segments, doubling, this]() mutable {
+                    if (doubling) {
+                      doubling_all_reduce(segments);
+                    } else {
+                      ring_reduce_scatter(segments, "all_reduce");
+                      ring_all_gather_chunks(segments, "all_reduce");
+                    }
+                    for (auto& s : segments) {
+                      if (s.op == ReduceOp::avg) divide(s.tensor, size_);
+                    }
+                  });
   }
 
   WorkPtr broadcast(Tensor t, int root) override {
@@ -235,6 +254,7 @@ class MpiGroup : public ProcessGroup {
           wait_for(sent);
           count_bytes("broadcast", n);
         }
+        count_exchange();
       }
     });
   }
@@ -280,7 +300,8 @@ class MpiGroup : public ProcessGroup {
         "reduce_scatter: input {} must hold {} x output {}", in.str(), size_, out.str());
     return launch("reduce_scatter", in, [=, this]() mutable {
       Tensor work = in.clone();
-      ring_reduce_scatter(work, op, "reduce_scatter");
+      std::vector<ReduceSegment> segments{{work, op}};
+      ring_reduce_scatter(segments, "reduce_scatter");
       out.copy_(work.view_flat(rank_ * out.numel(), out.shape()));
       if (op == ReduceOp::avg) divide(out, size_);
     });
@@ -324,9 +345,13 @@ class MpiGroup : public ProcessGroup {
   }
 
   WorkPtr launch(const char* collective, const Tensor& shape, std::function<void()> task) {
+    return launch(collective, shape.defined() ? shape.numel() : 0,
+                  shape.defined() ? shape.dtype() : DType::u8, std::move(task));
+  }
+  // `elements` and `dtype` describe the collective in the message of a mismatch.
+  WorkPtr launch(const char* collective, int64_t elements, DType dtype,
+                 std::function<void()> task) {
     auto work = std::make_shared<MpiWork>(collective, timeout_s(), rank_, size_);
-    const int64_t elements = shape.defined() ? shape.numel() : 0;
-    const DType dtype = shape.defined() ? shape.dtype() : DType::u8;
     std::lock_guard<std::mutex> lock(queue_mutex_);
     queue_.emplace_back([this, task = std::move(task), work, collective, elements, dtype] {
       running_.name = collective;
@@ -423,49 +448,165 @@ class MpiGroup : public ProcessGroup {
     receive_checked(recv, n_recv, from);
     wait_for(sent);
     count_bytes(collective, static_cast<uint64_t>(n_send));
+    count_exchange();
   }
 
-  // The n elements split into `size_` nearly equal chunks; chunk c is [begin(c), begin(c + 1)).
-  int64_t chunk_begin(int64_t n, int c) const { return n * c / size_; }
+  // A run of elements of one segment: where it is, and how it is reduced.
+  struct Piece {
+    char* data;
+    int64_t count;
+    DType dtype;
+    ReduceOp op;
+    int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
+  };
+  static int64_t bytes_of(const std::vector<Piece>& pieces) {
+    int64_t n = 0;
+    for (const auto& p : pieces) n += p.bytes();
+    return n;
+  }
 
-  // Ring reduce-scatter in place: afterwards this rank's chunk `rank_` holds the reduction.
-  void ring_reduce_scatter(Tensor& t, ReduceOp op, const char* collective) {
+  // Ring chunk c of a coalesced message: every segment is split into `size_` nearly equal chunks
+  // of its own, and the message's chunk c is chunk c of each, back to back. One segment splits
+  // exactly as a plain all-reduce of it does, so coalescing changes no value and no byte count.
+  std::vector<Piece> chunk(std::vector<ReduceSegment>& segments, int c) const {
+    std::vector<Piece> pieces;
+    for (auto& s : segments) {
+      const int64_t n = s.tensor.numel(), begin = n * c / size_, end = n * (c + 1) / size_;
+      const size_t elem = dtype_size(s.tensor.dtype());
+      pieces.push_back({static_cast<char*>(s.tensor.raw_data()) + begin * elem, end - begin,
+                        s.tensor.dtype(), s.op});
+    }
+    return pieces;
+  }
+
+  // The pieces as one contiguous send buffer: the piece itself when it is alone, else a copy.
+  const char* packed(const std::vector<Piece>& pieces) {
+    if (pieces.size() == 1) return pieces.front().data;
+    outgoing_.resize(std::max(outgoing_.size(), static_cast<size_t>(bytes_of(pieces))));
+    char* at = outgoing_.data();
+    for (const auto& p : pieces) {
+      std::memcpy(at, p.data, p.bytes());
+      at += p.bytes();
+    }
+    return outgoing_.data();
+  }
+
+  // Each piece op= its part of `incoming` (laid out as packed() lays out the pieces).
+  static void reduce_pieces(const std::vector<Piece>& pieces, const char* incoming) {
+    for (const auto& p : pieces) {
+      reduce_into(p.data, incoming, p.count, p.dtype, p.op == ReduceOp::avg ? ReduceOp::sum : p.op);
+      incoming += p.bytes();
+    }
+  }
+
+  char* incoming_buffer(int64_t bytes) {
+    incoming_.resize(std::max(incoming_.size(), static_cast<size_t>(bytes)));
+    return incoming_.data();
+  }
+
+  // Ring reduce-scatter in place: afterwards this rank's chunk `rank_` of every segment holds the
+  // reduction.
+  void ring_reduce_scatter(std::vector<ReduceSegment>& segments, const char* collective) {
     if (size_ == 1) return;
-    int64_t n = t.numel();
-    size_t elem = dtype_size(t.dtype());
-    char* base = static_cast<char*>(t.raw_data());
-    // One receive buffer, kept across calls: this runs for every bucket of every step.
-    incoming_.resize(std::max(incoming_.size(), static_cast<size_t>((n / size_ + 1) * elem)));
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
-      int send_chunk = (rank_ - s - 1 + 2 * size_) % size_;
-      int recv_chunk = (rank_ - s - 2 + 2 * size_) % size_;
-      int64_t send_begin = chunk_begin(n, send_chunk),
-              send_n = chunk_begin(n, send_chunk + 1) - send_begin;
-      int64_t recv_begin = chunk_begin(n, recv_chunk),
-              recv_n = chunk_begin(n, recv_chunk + 1) - recv_begin;
-      exchange(base + send_begin * elem, send_n * elem, next, incoming_.data(), recv_n * elem, prev,
-               collective);
-      reduce_into(base + recv_begin * elem, incoming_.data(), recv_n, t.dtype(),
-                  op == ReduceOp::avg ? ReduceOp::sum : op);
+      std::vector<Piece> out = chunk(segments, (rank_ - s - 1 + 2 * size_) % size_);
+      std::vector<Piece> in = chunk(segments, (rank_ - s - 2 + 2 * size_) % size_);
+      char* received = incoming_buffer(bytes_of(in));
+      exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
+      reduce_pieces(in, received);
     }
   }
 
-  // Ring all-gather of the chunks: rank r contributes chunk r.
-  void ring_all_gather_chunks(Tensor& t, const char* collective) {
-    int64_t n = t.numel();
-    size_t elem = dtype_size(t.dtype());
-    char* base = static_cast<char*>(t.raw_data());
+  // Ring all-gather of the chunks: rank r contributes chunk r of every segment.
+  void ring_all_gather_chunks(std::vector<ReduceSegment>& segments, const char* collective) {
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
-      int send_chunk = (rank_ - s + size_) % size_, recv_chunk = (rank_ - s - 1 + size_) % size_;
-      int64_t send_begin = chunk_begin(n, send_chunk),
-              send_n = chunk_begin(n, send_chunk + 1) - send_begin;
-      int64_t recv_begin = chunk_begin(n, recv_chunk),
-              recv_n = chunk_begin(n, recv_chunk + 1) - recv_begin;
-      exchange(base + send_begin * elem, send_n * elem, next, base + recv_begin * elem,
-               recv_n * elem, prev, collective);
+      std::vector<Piece> out = chunk(segments, (rank_ - s + size_) % size_);
+      std::vector<Piece> in = chunk(segments, (rank_ - s - 1 + size_) % size_);
+      // One segment is received in place; several through the receive buffer.
+      char* received = in.size() == 1 ? in.front().data : incoming_buffer(bytes_of(in));
+      exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
+      if (in.size() == 1) continue;
+      for (const auto& p : in) {
+        std::memcpy(p.data, received, p.bytes());
+        received += p.bytes();
+      }
     }
+  }
+
+  // Recursive doubling: in round k every rank swaps its whole message with the rank whose number
+  // differs in bit k and reduces, so after log2 P rounds every rank holds the reduction. Both
+  // partners compute a op b, which IEEE arithmetic makes the same on each, so every rank ends
+  // with the same bits. Where P is not a power of two, the first 2 (P - q) ranks (q the largest
+  // power of two below P) pair up beforehand: the even one hands its message to the odd one and
+  // gets the result back at the end.
+  void doubling_all_reduce(std::vector<ReduceSegment>& segments) {
+    if (size_ == 1) return;
+    std::vector<Piece> pieces;
+    for (auto& s : segments)
+      pieces.push_back({static_cast<char*>(s.tensor.raw_data()), s.tensor.numel(),
+                        s.tensor.dtype(), s.op});
+    const int64_t bytes = bytes_of(pieces);
+    // Several segments are reduced in a packed copy (their pieces then point into it).
+    std::vector<Piece> work = pieces;
+    std::vector<char> message;
+    if (pieces.size() > 1) {
+      const char* copy = packed(pieces);
+      message.assign(copy, copy + bytes);
+      char* at = message.data();
+      for (auto& p : work) {
+        p.data = at;
+        at += p.bytes();
+      }
+    }
+    char* data = work.front().data;
+    int q = 1;
+    while (q * 2 <= size_) q *= 2;
+    const int extra = size_ - q;
+    int virtual_rank = rank_ - extra;
+    if (rank_ < 2 * extra) {
+      if (rank_ % 2 == 0) {
+        send_only(data, bytes, rank_ + 1);
+        virtual_rank = -1;
+      } else {
+        char* received = incoming_buffer(bytes);
+        receive_checked(received, bytes, rank_ - 1);
+        count_exchange();
+        reduce_pieces(work, received);
+        virtual_rank = rank_ / 2;
+      }
+    }
+    if (virtual_rank >= 0) {
+      for (int bit = 1; bit < q; bit <<= 1) {
+        const int partner_virtual = virtual_rank ^ bit;
+        const int partner =
+            partner_virtual < extra ? 2 * partner_virtual + 1 : partner_virtual + extra;
+        char* received = incoming_buffer(bytes);
+        exchange(data, bytes, partner, received, bytes, partner, "all_reduce");
+        reduce_pieces(work, received);
+      }
+    }
+    if (rank_ < 2 * extra) {
+      if (rank_ % 2 == 1) {
+        send_only(data, bytes, rank_ - 1);
+      } else {
+        receive_checked(data, bytes, rank_ + 1);
+        count_exchange();
+      }
+    }
+    if (pieces.size() > 1) {
+      for (size_t i = 0; i < pieces.size(); ++i)
+        std::memcpy(pieces[i].data, work[i].data, pieces[i].bytes());
+    }
+  }
+
+  void send_only(const void* data, int64_t n, int to) {
+    MPI_Request sent;
+    MPI_Isend(data, static_cast<int>(n), MPI_BYTE, to, running_.tag, MPI_COMM_WORLD, &sent);
+    wait_for(sent);
+    count_bytes("all_reduce", static_cast<uint64_t>(n));
+    count_exchange();
   }
 
   int rank_ = 0, size_ = 1, local_rank_ = 0;
@@ -475,7 +616,9 @@ class MpiGroup : public ProcessGroup {
   std::deque<std::function<void()> > queue_;
   bool stopping_ = false;
   bool started_ = false;
-  std::vector<char> incoming_;  // ring receive buffer; only the communication thread uses it
+  // Receive and packed-send buffers, kept across calls (this runs for every bucket of every
+  // step); only the communication thread uses them.
+  std::vector<char> incoming_, outgoing_;
   Running running_;             // only the communication thread uses it
   int sequence_bits_ = 12;
   std::exception_ptr init_error_;

@@ -141,6 +141,25 @@ class NcclGroup : public ProcessGroup {
     });
   }
 
+  // One NCCL group call: the segments' all-reduces are launched together, and NCCL fuses them.
+  WorkPtr all_reduce_coalesced(std::vector<ReduceSegment> segments) override {
+    std::vector<Tensor> keep;
+    for (const auto& s : segments) {
+      if (!s.tensor.is_cuda()) return ProcessGroup::all_reduce_coalesced(std::move(segments));
+      keep.push_back(s.tensor);
+    }
+    for (const auto& s : segments) count_bytes("all_reduce", ring_bytes(s.tensor.nbytes()) * 2);
+    return launch("all_reduce", keep, [&](cudaStream_t stream) {
+      NCCL_CHECK(ncclGroupStart());
+      for (const auto& s : segments) {
+        Tensor t = s.tensor;
+        NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(),
+                                 nccl_type(t.dtype(), "all_reduce"), nccl_op(s.op), comm_, stream));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    });
+  }
+
   WorkPtr broadcast(Tensor t, int root) override {
     if (!t.is_cuda()) return host_->broadcast(t, root);
     PAC_CHECK(root >= 0 && root < size(), "broadcast: root {} is not a rank of {}", root, size());

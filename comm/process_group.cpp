@@ -9,6 +9,29 @@ std::map<std::string, uint64_t> ProcessGroup::bytes_by_collective() const {
   return bytes_by_collective_;
 }
 
+namespace {
+
+class AllOf : public Work {
+ public:
+  explicit AllOf(std::vector<WorkPtr> works) : works_(std::move(works)) {}
+  void wait() override {
+    for (auto& w : works_) w->wait();
+  }
+
+ private:
+  std::vector<WorkPtr> works_;
+};
+
+}  // namespace
+
+WorkPtr all_of(std::vector<WorkPtr> works) { return std::make_shared<AllOf>(std::move(works)); }
+
+WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<ReduceSegment> segments) {
+  std::vector<WorkPtr> works;
+  for (auto& s : segments) works.push_back(all_reduce(s.tensor, s.op));
+  return all_of(std::move(works));
+}
+
 void ProcessGroup::count_bytes(const std::string& collective, uint64_t bytes) {
   bytes_sent_ += bytes;
   std::lock_guard<std::mutex> lock(bytes_mutex_);

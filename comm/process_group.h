@@ -17,6 +17,21 @@ namespace pac::comm {
 
 enum class ReduceOp { sum, avg, max };
 
+// One tensor of a coalesced all-reduce, with its own reduction.
+struct ReduceSegment {
+  Tensor tensor;
+  ReduceOp op = ReduceOp::sum;
+};
+
+// How an all-reduce moves its data. The ring sends 2 (P - 1) / P of the message per rank in
+// 2 (P - 1) exchanges: the least bytes, the most round trips. Recursive doubling sends all of it
+// log2 P times in log2 P exchanges (two more where P is not a power of two): the fewest round
+// trips, so it wins for small messages, where the round trips are the cost. `automatic` takes
+// doubling up to kDoublingMaxBytes and the ring above (the switch point measured on the testbed,
+// docs/results.md).
+enum class AllReduceAlgorithm { automatic, ring, doubling };
+constexpr int64_t kDoublingMaxBytes = 4096;
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -34,6 +49,13 @@ class ProcessGroup {
 
   // In place on `t` (f32, f16, bf16, i8, i16 or i32; avg only for floating types).
   virtual WorkPtr all_reduce(Tensor t, ReduceOp op) = 0;
+  // Several all-reduces in one collective: each segment is reduced with its own op, with the
+  // result all_reduce would give it alone under the same algorithm, but every exchange carries a
+  // piece of each segment, so the segments cost the round trips of one message (a compressor's
+  // codes, its fp32 values and its scales; the step's verdict on the last bucket). The algorithm
+  // is chosen by the message's total size. This version runs them as separate all-reduces; the
+  // groups with peers override it.
+  virtual WorkPtr all_reduce_coalesced(std::vector<ReduceSegment> segments);
   virtual WorkPtr broadcast(Tensor t, int root) = 0;
   // out [size * n] = every rank's `in` [n], in rank order.
   virtual WorkPtr all_gather(Tensor in, Tensor out) = 0;
@@ -49,21 +71,38 @@ class ProcessGroup {
   virtual void set_timeout(double seconds) { timeout_s_ = seconds; }
   double timeout_s() const { return timeout_s_; }
 
+  // Which algorithm all-reduces use from now on (automatic unless set): for measuring them
+  // against each other (bench-allreduce) and for tests. Groups that leave the choice to a library
+  // (NCCL) ignore it.
+  void set_all_reduce_algorithm(AllReduceAlgorithm algorithm) { algorithm_ = algorithm; }
+  AllReduceAlgorithm all_reduce_algorithm() const { return algorithm_; }
+
   // Bytes this rank has sent, in all and by collective ("all_reduce", "broadcast", ...).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   std::map<std::string, uint64_t> bytes_by_collective() const;
+  // Exchanges this rank has completed: rounds of sending to and receiving from a peer, each of
+  // which waits for the one before it. A message's latency is paid once per exchange, so on a
+  // slow or distant link this, not bytes, is what a small collective costs. (NCCL does not say
+  // how many it makes: its group counts none.)
+  uint64_t exchanges() const { return exchanges_.load(); }
 
  protected:
   void count_bytes(const std::string& collective, uint64_t bytes);
+  void count_exchange() { ++exchanges_; }
 
  private:
   std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> exchanges_{0};
+  std::atomic<AllReduceAlgorithm> algorithm_{AllReduceAlgorithm::automatic};
   double timeout_s_ = 0.0;
   mutable std::mutex bytes_mutex_;
   std::map<std::string, uint64_t> bytes_by_collective_;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+// A Work that is done when every one of `works` is (waits for them in order).
+WorkPtr all_of(std::vector<WorkPtr> works);
 
 // True when `value` is the same on every rank (one small all-reduce; every rank gets the answer,
 // so every rank can stop together). Used to check settings, masks and checksums.

@@ -107,6 +107,7 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
   }
   work_.resize(buckets_.size());
   bytes_at_step_start_ = group_->bytes_sent();
+  exchanges_at_step_start_ = group_->exchanges();
   named_ = named;
   int64_t slots = 0;
   for (const auto& b : buckets_) {
@@ -156,6 +157,7 @@ ReducerStepStats Reducer::reduce_now(const std::function<void()>& fill) {
   PAC_CHECK(!paused_, "reducer: reduce_now() while paused");
   PAC_CHECK(!step_started_, "reducer: reduce_now() in the middle of a backward pass");
   step_started_ = true;
+  declared_loss_finite_ = true;  // no loss: the verdict is the gradients'
   follow_masks();
   fill();
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -190,10 +192,25 @@ void Reducer::launch_ready_buckets() {
   MemoryTagScope tag(MemoryTag::compressor);
   // Strictly in order, so every rank issues the same collectives in the same sequence.
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
-    check_finite(buckets_[next_launch_]);
-    work_[next_launch_] = compressor_->reduce(buckets_[next_launch_], *group_);
+    Bucket& bucket = buckets_[next_launch_];
+    check_finite(bucket);
+    const bool last = next_launch_ + 1 == buckets_.size();
+    if (last) attach_verdict(bucket);
+    work_[next_launch_] = compressor_->reduce(bucket, *group_);
+    if (!bucket.riders.empty()) {  // a compressor that sends several collectives per bucket
+      verdict_work_ = group_->all_reduce_coalesced(std::move(bucket.riders));
+      bucket.riders.clear();
+    }
     ++next_launch_;
   }
+}
+
+void Reducer::attach_verdict(Bucket& bucket) {
+  if (group_->size() == 1 || !declared_loss_finite_ || bucket.flat.is_cuda()) return;
+  if (nonfinite_in_.empty() && !*declared_loss_finite_) nonfinite_in_ = "loss";
+  verdict_ = Tensor::full({1}, nonfinite_in_.empty() ? 0.0f : group_->rank() + 1.0f);
+  bucket.riders.push_back({verdict_, ReduceOp::max});
+  verdict_sent_ = true;
 }
 
 void Reducer::check_finite(const Bucket& bucket) {
@@ -234,19 +251,23 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
     launch_ready_buckets();  // unused gradients stay as they are (zero after zero_grad)
   }
   MemoryTagScope tag(MemoryTag::compressor);  // decoding, and the compressor's end of step
+  const uint64_t exchanges_at_backward_end = group_->exchanges();
   auto start = std::chrono::steady_clock::now();
   double codec_before_wait = compressor_->codec_seconds();
   for (auto& w : work_) {
     w->wait();
     w.reset();
   }
+  if (verdict_work_) verdict_work_->wait();
+  verdict_work_.reset();
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double decode_in_wait = compressor_->codec_seconds() - codec_before_wait;
 
   ReducerStepStats stats;
-  // The verdict: one all-reduce-max of (rank + 1) where this rank's own gradient or loss was not
-  // finite, so every rank learns it, and which rank; then the averaged gradients, which every
-  // rank holds alike, for an overflow in the sum.
+  // The verdict: an all-reduce-max of (rank + 1) where this rank's own gradient or loss was not
+  // finite, so every rank learns it, and which rank (with the last bucket where the loss was
+  // declared, else on its own now); then the averaged gradients, which every rank holds alike,
+  // for an overflow in the sum.
   if (gpu_nonfinite_.defined()) {
     auto found = gpu_nonfinite_.to_vector();
     for (size_t b = 0; b < buckets_.size() && nonfinite_in_.empty(); ++b) {
@@ -257,9 +278,17 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
     }
     gpu_nonfinite_.zero_();
   }
-  if (nonfinite_in_.empty() && !loss_is_finite) nonfinite_in_ = "loss";
-  Tensor flag = Tensor::full({1}, nonfinite_in_.empty() ? 0.0f : group_->rank() + 1.0f);
-  if (group_->size() > 1) group_->all_reduce(flag, ReduceOp::max)->wait();
+  Tensor flag = verdict_;
+  if (verdict_sent_) {
+    PAC_CHECK(*declared_loss_finite_ == loss_is_finite,
+              "reducer: finalize() was told the loss is {}finite, but declare_loss_finite() said "
+              "it is {}finite",
+              loss_is_finite ? "" : "not ", *declared_loss_finite_ ? "" : "not ");
+  } else {
+    if (nonfinite_in_.empty() && !loss_is_finite) nonfinite_in_ = "loss";
+    flag = Tensor::full({1}, nonfinite_in_.empty() ? 0.0f : group_->rank() + 1.0f);
+    if (group_->size() > 1) group_->all_reduce(flag, ReduceOp::max)->wait();
+  }
   stats.nonfinite_rank = static_cast<int>(flag.item()) - 1;
   stats.nonfinite_in = nonfinite_in_;
   if (stats.nonfinite_rank < 0) stats.nonfinite_in = nn::first_nonfinite_gradient(named_);
@@ -270,6 +299,9 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
   stats.codec_s = compressor_->codec_seconds() - codec_at_step_start_;
   stats.comm_exposed_s = std::max(0.0, waited - decode_in_wait);
   stats.codec_kernels = compressor_->kernels() - kernels_at_step_start_;
+  stats.exchanges = group_->exchanges() - exchanges_at_step_start_;
+  stats.exchanges_after_backward = group_->exchanges() - exchanges_at_backward_end;
+  exchanges_at_step_start_ = group_->exchanges();
   kernels_at_step_start_ = compressor_->kernels();
   bytes_at_step_start_ = group_->bytes_sent();
   codec_at_step_start_ = compressor_->codec_seconds();
@@ -279,6 +311,8 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
   }
   next_launch_ = 0;
   step_started_ = false;
+  declared_loss_finite_.reset();
+  verdict_sent_ = false;
   return stats;
 }
 

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/compressor.h"
@@ -29,6 +30,10 @@ struct ReducerStepStats {
   double codec_s = 0.0;         // encode + decode time this step
   double comm_exposed_s = 0.0;  // time finalize() waited: communication not hidden by backward
   uint64_t codec_kernels = 0;   // the compressor's passes over gradient data this step
+  // Exchanges (ProcessGroup::exchanges) this step, and those still to run when finalize()
+  // began, that is after backward: the round trips backward did not hide.
+  uint64_t exchanges = 0;
+  uint64_t exchanges_after_backward = 0;
   // Whether the step must not be applied, the same on every rank: some rank's gradient or loss
   // was not finite before the reduction, or the averaged gradient is not (an overflow).
   bool nonfinite = false;
@@ -54,10 +59,16 @@ class Reducer {
   // Waits until every bucket is reduced (the averaged gradients are in the parameters' .grad)
   // and readies the reducer for the next backward. Call it after loss.backward(), with whether
   // this rank's loss was finite. Before the compressor sees a bucket, its gradients are checked
-  // for NaN and Inf (a quantised wire could not carry them), and finalize() makes that verdict
-  // every rank's with one small all-reduce; a step found non-finite leaves the compressor's state
+  // for NaN and Inf (a quantised wire could not carry them), and that verdict is made every
+  // rank's by an all-reduce-max (see declare_loss_finite); a step found non-finite leaves the compressor's state
   // as it was (Compressor::end_step), and the caller must skip its update (stats.nonfinite).
   ReducerStepStats finalize(bool loss_is_finite = true);
+
+  // Says, before backward, whether this rank's loss is finite: the step's verdict can then
+  // travel with the last bucket (Bucket::riders) instead of in an all-reduce of its own after it.
+  // finalize() must then be given the same answer. Host buckets only: on a GPU the verdict is
+  // read from the device after the buckets, in its own all-reduce.
+  void declare_loss_finite(bool finite) { declared_loss_finite_ = finite; }
 
   // While paused, backward passes are not reduced (the gradients stay local): for a pruning
   // criterion's gradient pass on one rank only. Call finalize() only while not paused.
@@ -82,6 +93,8 @@ class Reducer {
   void mark_ready(size_t bucket, size_t entry);
   void launch_ready_buckets();
   void check_finite(const Bucket& bucket);
+  // Puts this rank's verdict on the last bucket as a rider, when the loss was declared.
+  void attach_verdict(Bucket& bucket);
   // Re-lays out the buckets whose parameters' masks changed since the last step.
   void follow_masks();
 
@@ -103,6 +116,11 @@ class Reducer {
   std::string nonfinite_in_;  // this step: the first parameter found non-finite before sending
   Tensor gpu_nonfinite_;      // GPU buckets: f32 [parameters], non-finite values found in each
   std::vector<int64_t> first_slot_;  // per bucket: the slot of its first parameter
+  std::optional<bool> declared_loss_finite_;  // this step's, if declared before backward
+  Tensor verdict_;       // f32 [1]: rank + 1 where this rank found a non-finite value, else 0
+  bool verdict_sent_ = false;  // this step's verdict is on its way (with the last bucket)
+  WorkPtr verdict_work_;       // its own all-reduce, where the compressor did not take it
+  uint64_t exchanges_at_step_start_ = 0;
 };
 
 }  // namespace pac::comm

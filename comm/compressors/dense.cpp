@@ -11,7 +11,7 @@ class Dense : public Compressor {
   bool runs_on_gpu() const override { return true; }
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     ++kernels_;  // the average's division by the world size, after the sum
-    return group.all_reduce(bucket.flat, ReduceOp::avg);
+    return all_reduce_with_riders(bucket, group, {{bucket.flat, ReduceOp::avg}});
   }
 };
 

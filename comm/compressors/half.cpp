@@ -35,7 +35,8 @@ class HalfPrecision : public Compressor {
         for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i] * scale);
       }
     });
-    return then(group.all_reduce(wire, ReduceOp::sum), [this, flat, wire]() mutable {
+    return then(all_reduce_with_riders(bucket, group, {{wire, ReduceOp::sum}}),
+                [this, flat, wire]() mutable {
       timed([&] {
         float* dst = flat.data<float>();
         int64_t n = flat.numel();

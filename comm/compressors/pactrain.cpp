@@ -160,34 +160,31 @@ class Pactrain : public Compressor {
     return fmt::format("{}", fmt::join(parts, "; "));
   }
 
+  // One collective per bucket: the codes, the 1-D parameters' fp32 values and the next step's
+  // scales travel in one coalesced all-reduce (with the step's verdict on the last bucket), so a
+  // bucket pays its round trips once.
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Plan& plan = plans_[bucket.index];
     if (!plan_is_current(plan, bucket)) build_plan(plan, bucket, group);
     if (plan.dense || plan.encoding == Encoding::fp32) {
       ++kernels_;  // the average's division, as in dense: the bucket is the send buffer
-      return group.all_reduce(bucket.flat, ReduceOp::avg);
+      return all_reduce_with_riders(bucket, group, {{bucket.flat, ReduceOp::avg}});
     }
     keep_for_undo(plan.steps);
     ++plan.steps;
     if (plan.encoding != Encoding::ternary) {
       encode_half(plan, bucket, group.size());
-      return then(group.all_reduce(plan.wire, ReduceOp::sum),
+      return then(all_reduce_with_riders(bucket, group, {{plan.wire, ReduceOp::sum}}),
                   [this, &plan, &bucket] { decode_half(plan, bucket); });
     }
     plan.coded_this_step = true;
     prepare_ternary(plan, bucket, group);
     encode_ternary(plan, group);
-    WorkPtr sums = group.all_reduce(plan.wire, ReduceOp::sum);
-    WorkPtr plain =
-        plan.plain.numel() > 0 ? group.all_reduce(plan.plain_values, ReduceOp::sum) : nullptr;
-    // Queued behind the values: the next step's scales travel while backward goes on.
-    WorkPtr next_scales =
-        previous_scale_ ? group.all_reduce(plan.next_scale, ReduceOp::max) : nullptr;
-    return then(sums, [this, &plan, &bucket, &group, plain, next_scales] {
-      if (plain) plain->wait();
-      decode_ternary(plan, bucket, group.size());
-      if (next_scales) next_scales->wait();
-    });
+    std::vector<ReduceSegment> segments{{plan.wire, ReduceOp::sum}};
+    if (plan.plain.numel() > 0) segments.push_back({plan.plain_values, ReduceOp::sum});
+    if (previous_scale_) segments.push_back({plan.next_scale, ReduceOp::max});
+    return then(all_reduce_with_riders(bucket, group, std::move(segments)),
+                [this, &plan, &bucket, &group] { decode_ternary(plan, bucket, group.size()); });
   }
 
   // The step's residuals and next scales become current only if the step is applied; a skipped

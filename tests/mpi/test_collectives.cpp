@@ -118,3 +118,82 @@ TEST_CASE("the nccl backend: refused for CPU training, and a missing GPU is a cl
     CHECK(t.item() == static_cast<float>(world().size()));
   }
 }
+
+namespace {
+
+// This rank's segments for a coalesced all-reduce: f32 sums of random values (summation order
+// shows in their bits), i16 sums, f32 maxima, an f32 average and a one-element verdict.
+std::vector<comm::ReduceSegment> mixed_segments(int rank, int64_t n) {
+  Generator g(1000 + rank);
+  Tensor ints = Tensor::full({n / 2 + 3}, static_cast<float>(rank - 2)).to(DType::i16);
+  return {{g.randn({n}), ReduceOp::sum},
+          {ints, ReduceOp::sum},
+          {g.randn({n / 3 + 1}), ReduceOp::max},
+          {g.randn({n + 5}), ReduceOp::avg},
+          {Tensor::full({1}, static_cast<float>(rank % 2)), ReduceOp::max}};
+}
+
+std::vector<comm::ReduceSegment> copies(const std::vector<comm::ReduceSegment>& segments) {
+  std::vector<comm::ReduceSegment> out;
+  for (const auto& s : segments) out.push_back({s.tensor.clone(), s.op});
+  return out;
+}
+
+int log2_floor(int p) {
+  int k = 0;
+  while ((2 << k) <= p) ++k;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("a coalesced all-reduce gives every segment the bits all_reduce gives it alone") {
+  const int p = world().size(), r = world().rank();
+  const bool power_of_two = (p & (p - 1)) == 0;
+  for (auto algorithm : {comm::AllReduceAlgorithm::ring, comm::AllReduceAlgorithm::doubling}) {
+    const bool ring = algorithm == comm::AllReduceAlgorithm::ring;
+    CAPTURE(ring);
+    pac::testing::AlgorithmScope scope(algorithm);
+    auto together = mixed_segments(r, 301), alone = copies(together);
+    const uint64_t bytes_before = world().bytes_sent(), exchanges_before = world().exchanges();
+    world().all_reduce_coalesced(together)->wait();
+    const uint64_t coalesced_bytes = world().bytes_sent() - bytes_before;
+    const uint64_t coalesced_exchanges = world().exchanges() - exchanges_before;
+    const uint64_t separate_before = world().bytes_sent();
+    for (auto& s : alone) world().all_reduce(s.tensor, s.op)->wait();
+    const uint64_t separate_bytes = world().bytes_sent() - separate_before;
+    for (size_t i = 0; i < together.size(); ++i) {
+      CAPTURE(i);
+      CHECK(together[i].tensor.to(DType::f32).to_vector() ==
+            alone[i].tensor.to(DType::f32).to_vector());
+    }
+    CHECK(coalesced_bytes == separate_bytes);  // the same data, only fewer messages
+    if (ring) CHECK(coalesced_exchanges == static_cast<uint64_t>(2 * (p - 1)));
+    if (!ring && power_of_two) CHECK(coalesced_exchanges == static_cast<uint64_t>(log2_floor(p)));
+    // The sums are right, too: i16 exactly, the average within rounding.
+    int expected = 0;
+    for (int k = 0; k < p; ++k) expected += k - 2;
+    CHECK(together[1].tensor.to(DType::f32).to_vector()[7] == static_cast<float>(expected));
+    CHECK(together[4].tensor.item() == (p > 1 ? 1.0f : 0.0f));
+  }
+}
+
+TEST_CASE("a 4-byte all-reduce takes log2 P exchanges and leaves the same bits on every rank") {
+  const int p = world().size(), r = world().rank();
+  Generator g(7 + r);
+  Tensor value = g.randn({1});
+  Tensor all = Tensor::zeros({p});
+  world().all_gather(value.clone(), all)->wait();
+  const uint64_t before = world().exchanges();
+  world().all_reduce(value, ReduceOp::sum)->wait();
+  const uint64_t exchanges = world().exchanges() - before;
+  double exact = 0;
+  for (float v : all.to_vector()) exact += v;
+  CHECK(value.item() == doctest::Approx(exact).epsilon(1e-5));
+  CHECK(pac::testing::identical_on_every_rank(value));
+  if ((p & (p - 1)) == 0) {
+    CHECK(exchanges == static_cast<uint64_t>(log2_floor(p)));  // 3 on 8 ranks; the ring takes 14
+  } else {
+    CHECK(exchanges <= static_cast<uint64_t>(log2_floor(p) + 2));
+  }
+}

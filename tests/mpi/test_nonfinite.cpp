@@ -50,8 +50,9 @@ struct Run {
 
 // Seven steps on this rank's own data. `nan_step`: rank 1's loss is NaN at that step and the
 // step is skipped as the trainer skips it; `absent_step`: that step's batch is left out
-// altogether, as if it never existed.
-Run train(const Spec& spec, int64_t nan_step, int64_t absent_step) {
+// altogether, as if it never existed. `declare`: the loss's finiteness is declared before
+// backward, so the verdict travels with the last bucket.
+Run train(const Spec& spec, int64_t nan_step, int64_t absent_step, bool declare = false) {
   auto model = small_model(21);
   comm::Reducer reducer(*model, world_ptr(), comm::make_compressor(spec.compressor, spec.options),
                         {0.0005, 0.0005});
@@ -71,6 +72,7 @@ Run train(const Spec& spec, int64_t nan_step, int64_t absent_step) {
     if (step == nan_step && world().rank() == 1) loss = mul_scalar(loss, NAN);
     const float value = loss.item();
     sgd.zero_grad();
+    if (declare) reducer.declare_loss_finite(std::isfinite(value));
     loss.backward();
     comm::ReducerStepStats stats = reducer.finalize(std::isfinite(value));
     if (stats.nonfinite) {
@@ -99,10 +101,12 @@ std::string describe(const Spec& spec) {
 TEST_CASE("a NaN on one rank is seen by every rank at its step, whatever the compressor") {
   if (world().size() < 2) return;
   for (const Spec& spec : specs) {
-    INFO("compressor " << describe(spec));
-    Run run = train(spec, 3, -1);
-    REQUIRE(run.flagged_steps == std::vector<int64_t>{3});
-    CHECK(run.flagged_ranks == std::vector<int>{1});
+    for (bool declare : {false, true}) {
+      INFO("compressor " << describe(spec) << (declare ? ", verdict with the last bucket" : ""));
+      Run run = train(spec, 3, -1, declare);
+      REQUIRE(run.flagged_steps == std::vector<int64_t>{3});
+      CHECK(run.flagged_ranks == std::vector<int>{1});
+    }
   }
 }
 

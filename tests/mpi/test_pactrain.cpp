@@ -380,6 +380,7 @@ TEST_CASE("pactrain refuses levels that are not a whole number from 1 to 127, or
 TEST_CASE(
     "pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales; a "
     "coding encoding codes a bucket with nothing pruned too") {
+  pac::testing::AlgorithmScope ring_only(comm::AllReduceAlgorithm::ring);  // the ring's bytes
   const int r = world().rank(), p = world().size();
   for (bool pruned : {true, false})
     for (const char* enc : {"fp32", "bf16", "ternary levels=1", "ternary levels=3", "ternary"}) {
@@ -465,4 +466,72 @@ TEST_CASE(
   CHECK(fp32.passes <= dense_pruned.passes);
   CHECK(ternary.passes <= dense.passes + 2.0 * ternary.buckets);
   CHECK(fp32.allocations <= dense.allocations);
+}
+
+namespace {
+
+// The world group, counting the collectives launched through it.
+class CountingGroup : public comm::ProcessGroup {
+ public:
+  int rank() const override { return world().rank(); }
+  int size() const override { return world().size(); }
+  int local_rank() const override { return world().local_rank(); }
+  std::string backend() const override { return world().backend(); }
+  comm::WorkPtr all_reduce(Tensor t, comm::ReduceOp op) override {
+    ++launched;
+    return world().all_reduce(t, op);
+  }
+  comm::WorkPtr all_reduce_coalesced(std::vector<comm::ReduceSegment> segments) override {
+    ++launched;
+    return world().all_reduce_coalesced(std::move(segments));
+  }
+  comm::WorkPtr broadcast(Tensor t, int root) override { return world().broadcast(t, root); }
+  comm::WorkPtr all_gather(Tensor in, Tensor out) override { return world().all_gather(in, out); }
+  comm::WorkPtr all_gather_v(Tensor in, Tensor out, std::vector<int64_t> counts) override {
+    return world().all_gather_v(in, out, counts);
+  }
+  comm::WorkPtr reduce_scatter(Tensor in, Tensor out, comm::ReduceOp op) override {
+    return world().reduce_scatter(in, out, op);
+  }
+  void barrier() override { world().barrier(); }
+  int launched = 0;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "pactrain ternary sends one collective per bucket, the step's verdict with the last, and "
+    "none after it") {
+  auto model = pac::testing::small_model(3);
+  uint64_t seed = 90;
+  for (auto& [name, p] : model->named_parameters())
+    if (p->shape().size() == 2) p->set_mask(Generator(seed++).bernoulli(p->shape(), 0.3f));
+  auto group = std::make_shared<CountingGroup>();
+  comm::Reducer reducer(*model, group, comm::make_compressor("pactrain", {{"enc", "ternary"}}),
+                        {0.002, 0.002});
+  REQUIRE(reducer.buckets().size() >= 2);
+  for (int step = 0; step < 4; ++step) {
+    CAPTURE(step);
+    Generator g(step + 10 * world().rank());
+    Tensor loss = cross_entropy((*model)(g.randn({16, 6})),
+                                Tensor::from_indices(std::vector<int64_t>(16, 2), {16}));
+    reducer.declare_loss_finite(true);
+    group->launched = 0;
+    loss.backward();
+    const int during_backward = group->launched;
+    comm::ReducerStepStats stats = reducer.finalize(true);
+    CHECK(group->launched == during_backward);  // nothing after backward: the verdict rode along
+    CHECK_FALSE(stats.nonfinite);
+    // The first step of a plan all-reduces fresh scales for each bucket before coding.
+    const int expected = static_cast<int>(reducer.buckets().size()) * (step == 0 ? 2 : 1);
+    if (world().size() > 1) CHECK(during_backward == expected);
+  }
+  // Without a declared loss, the verdict costs one collective of its own after backward.
+  group->launched = 0;
+  Generator g(99);
+  cross_entropy((*model)(g.randn({16, 6})), Tensor::from_indices(std::vector<int64_t>(16, 2), {16}))
+      .backward();
+  const int during_backward = group->launched;
+  reducer.finalize(true);
+  if (world().size() > 1) CHECK(group->launched == during_backward + 1);
 }

@@ -27,6 +27,15 @@ inline std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
       std::make_shared<nn::Linear>(32, 3)});
 }
 
+// Sets the world's all-reduce algorithm for one scope and puts `automatic` back after it. The
+// byte formulas of the tests are the ring's; small messages would otherwise go by doubling.
+struct AlgorithmScope {
+  explicit AlgorithmScope(comm::AllReduceAlgorithm a) { world().set_all_reduce_algorithm(a); }
+  ~AlgorithmScope() { world().set_all_reduce_algorithm(comm::AllReduceAlgorithm::automatic); }
+  AlgorithmScope(const AlgorithmScope&) = delete;
+  AlgorithmScope& operator=(const AlgorithmScope&) = delete;
+};
+
 // One step of a compressor driven directly, as the Reducer drives it: reduce the bucket, wait,
 // and end the step as applied (which commits what the step left in the compressor's state).
 inline void reduce_step(comm::Compressor& c, comm::Bucket& bucket) {
