@@ -27,9 +27,17 @@ void Compressor::keep_for_undo(uint64_t& counter) {
 void Compressor::keep_for_undo(int64_t& counter) { undo_signed_.emplace_back(&counter, counter); }
 
 void Compressor::end_step(bool applied) {
-  for (auto& [data, u] : undo_tensors_) {
-    if (u.armed && !applied) u.state.copy_(u.copy);
+  // A state not recorded this step belongs to a layout that is gone (a bucket re-laid out at a
+  // mask change): its entry, which would keep the state and its copy allocated, goes.
+  for (auto it = undo_tensors_.begin(); it != undo_tensors_.end();) {
+    Undo& u = it->second;
+    if (!u.armed) {
+      it = undo_tensors_.erase(it);
+      continue;
+    }
+    if (!applied) u.state.copy_(u.copy);
     u.armed = false;
+    ++it;
   }
   // In reverse, so a counter recorded twice gets its oldest value.
   if (!applied) {

@@ -56,6 +56,14 @@ class Compressor {
   // optimizer's momentum must then move only the weight-decay term, as DGC's own optimizer does,
   // or the gradient would get momentum twice and the weight decay none.
   virtual bool applies_momentum() const { return false; }
+  // Bytes one value of this parameter's gradient, as stored (compact while pruned), costs on the
+  // wire with `world` ranks, before the collective's own factor: the Reducer cuts its buckets by
+  // it. fp32's 4 unless a compressor says otherwise.
+  virtual double wire_bytes_per_value(const nn::Parameter& p, int world) const {
+    (void)p;
+    (void)world;
+    return 4.0;
+  }
   double codec_seconds() const { return codec_seconds_; }
   // What it decided per bucket, for the log (e.g. pactrain's encodings); empty if nothing.
   virtual std::string describe_buckets() const { return ""; }

@@ -27,6 +27,9 @@ class HostStaged : public Compressor {
     });
   }
 
+  double wire_bytes_per_value(const nn::Parameter& p, int world) const override {
+    return inner_->wire_bytes_per_value(p, world);
+  }
   void layout_changed(const Bucket& bucket) override {
     mirrors_.erase(bucket.index);
     inner_->layout_changed(mirror_of(bucket));

@@ -219,9 +219,8 @@ class MpiGroup : public ProcessGroup {
       bytes += static_cast<int64_t>(s.tensor.nbytes());
     }
     const AllReduceAlgorithm chosen = all_reduce_algorithm();
-    const bool doubling =
-        chosen == AllReduceAlgorithm::doubling ||
-        (chosen == AllReduceAlgorithm::automatic && bytes <= kDoublingMaxBytes);
+    const bool doubling = chosen == AllReduceAlgorithm::doubling ||
+                          (chosen == AllReduceAlgorithm::automatic && bytes <= kDoublingMaxBytes);
     return launch("all_reduce", elements, segments.front().tensor.dtype(),
                   [segments, doubling, this]() mutable {
                     if (doubling) {
@@ -545,8 +544,8 @@ class MpiGroup : public ProcessGroup {
     if (size_ == 1) return;
     std::vector<Piece> pieces;
     for (auto& s : segments)
-      pieces.push_back({static_cast<char*>(s.tensor.raw_data()), s.tensor.numel(),
-                        s.tensor.dtype(), s.op});
+      pieces.push_back(
+          {static_cast<char*>(s.tensor.raw_data()), s.tensor.numel(), s.tensor.dtype(), s.op});
     const int64_t bytes = bytes_of(pieces);
     // Several segments are reduced in a packed copy (their pieces then point into it).
     std::vector<Piece> work = pieces;
@@ -619,7 +618,7 @@ class MpiGroup : public ProcessGroup {
   // Receive and packed-send buffers, kept across calls (this runs for every bucket of every
   // step); only the communication thread uses them.
   std::vector<char> incoming_, outgoing_;
-  Running running_;             // only the communication thread uses it
+  Running running_;  // only the communication thread uses it
   int sequence_bits_ = 12;
   std::exception_ptr init_error_;
 };

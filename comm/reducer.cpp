@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "comm/host_staging.h"
@@ -35,7 +36,8 @@ void attach_gradient(nn::Parameter& p, Tensor view) {
 }  // namespace
 
 std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
-                                 const ReducerOptions& options, bool allocate) {
+                                 const ReducerOptions& options, bool allocate,
+                                 const WireBytes& wire_bytes) {
   PAC_CHECK(options.bucket_mb > 0.0 && options.first_bucket_mb > 0.0,
             "reducer: bucket sizes must be positive, got {} MB and first {} MB", options.bucket_mb,
             options.first_bucket_mb);
@@ -53,17 +55,15 @@ std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::Pa
     current_elements = 0;
     cap_bytes = options.bucket_mb * 1024 * 1024;
   };
-  // Which parameters share a bucket follows their dense sizes, so it never changes when masks
-  // do; what a bucket holds of each is its gradient as stored (compact while pruned).
-  int64_t current_dense = 0;
+  double current_wire = 0.0;
   for (auto it = named.rbegin(); it != named.rend(); ++it) {
     const auto& [name, p] = *it;
     current.entries.push_back({name, p, current_elements, p->grad_numel(), p->grad_is_compact()});
     current_elements += p->grad_numel();
-    current_dense += p->numel();
-    if (current_dense * 4.0 >= cap_bytes) {
+    current_wire += wire_bytes ? wire_bytes(*p) : 4.0 * static_cast<double>(p->numel());
+    if (current_wire >= cap_bytes) {
       close_bucket();
-      current_dense = 0;
+      current_wire = 0.0;
     }
   }
   close_bucket();
@@ -95,31 +95,73 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
   // The flat buffers are made at the first step (follow_masks), once the masks of a pruning
   // event before it are installed: buffers made now would hold the dense gradient only to be
   // thrown away. From then on, every gradient is a view into its bucket.
-  buckets_ = make_buckets(named, options, /*allocate=*/false);
+  named_ = named;
+  for (size_t i = 0; i < named.size(); ++i)
+    named[i].second->data().register_grad_ready_hook([this, i](Tensor&) { mark_ready(i); });
+  lay_out(make_buckets(named, options, /*allocate=*/false, wire_bytes()));
+  bytes_at_step_start_ = group_->bytes_sent();
+  exchanges_at_step_start_ = group_->exchanges();
+  if (!device.is_cpu())
+    gpu_nonfinite_ = Tensor::zeros({static_cast<int64_t>(named.size())}, DType::f32, device);
+}
+
+WireBytes Reducer::wire_bytes() const {
+  return [this](const nn::Parameter& p) {
+    return static_cast<double>(p.grad_numel()) *
+           compressor_->wire_bytes_per_value(p, group_->size());
+  };
+}
+
+void Reducer::lay_out(std::vector<Bucket> buckets) {
+  buckets_ = std::move(buckets);
+  std::map<const nn::Parameter*, size_t> registered;
+  for (size_t i = 0; i < named_.size(); ++i) registered[named_[i].second.get()] = i;
+  where_.assign(named_.size(), {0, 0});
+  mask_versions_.clear();
+  pending_.clear();
+  ready_.clear();
+  first_slot_.clear();
+  int64_t slots = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t e = 0; e < buckets_[b].entries.size(); ++e) {
-      auto& entry = buckets_[b].entries[e];
-      entry.param->data().register_grad_ready_hook([this, b, e](Tensor&) { mark_ready(b, e); });
+      where_[registered.at(buckets_[b].entries[e].param.get())] = {b, e};
       mask_versions_.push_back(kNoLayout);
     }
     pending_.push_back(static_cast<int64_t>(buckets_[b].entries.size()));
     ready_.emplace_back(buckets_[b].entries.size(), false);
-  }
-  work_.resize(buckets_.size());
-  bytes_at_step_start_ = group_->bytes_sent();
-  exchanges_at_step_start_ = group_->exchanges();
-  named_ = named;
-  int64_t slots = 0;
-  for (const auto& b : buckets_) {
     first_slot_.push_back(slots);
-    slots += static_cast<int64_t>(b.entries.size());
+    slots += static_cast<int64_t>(buckets_[b].entries.size());
   }
-  if (!device.is_cpu()) gpu_nonfinite_ = Tensor::zeros({slots}, DType::f32, device);
+  work_.assign(buckets_.size(), nullptr);
 }
 
 void Reducer::follow_masks() {
   MemoryTagScope tag(MemoryTag::gradients);
+  // A mask changed what some gradients cost on the wire: the grouping is cut again, and where it
+  // differs, every bucket is new (the compressor's per-bucket state goes with the old ones).
   size_t slot = 0;
+  bool any_changed = false;
+  for (const auto& bucket : buckets_) {
+    for (const auto& entry : bucket.entries)
+      any_changed = any_changed || mask_versions_[slot++] != entry.param->mask_version();
+  }
+  if (any_changed) {
+    std::vector<Bucket> grouping = make_buckets(named_, options_, /*allocate=*/false, wire_bytes());
+    bool same = grouping.size() == buckets_.size();
+    for (size_t b = 0; same && b < grouping.size(); ++b) {
+      same = grouping[b].entries.size() == buckets_[b].entries.size();
+      for (size_t e = 0; same && e < grouping[b].entries.size(); ++e)
+        same = grouping[b].entries[e].param == buckets_[b].entries[e].param;
+    }
+    if (!same) {
+      MemoryTagScope compressor_tag(MemoryTag::compressor);
+      for (const auto& old : buckets_) {
+        if (old.flat.defined()) compressor_->layout_changed(old);
+      }
+      lay_out(std::move(grouping));
+    }
+  }
+  slot = 0;
   for (auto& bucket : buckets_) {
     bool masks_changed = false, sizes_changed = !bucket.flat.defined();
     for (const auto& entry : bucket.entries) {
@@ -160,9 +202,7 @@ ReducerStepStats Reducer::reduce_now(const std::function<void()>& fill) {
   declared_loss_finite_ = true;  // no loss: the verdict is the gradients'
   follow_masks();
   fill();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (size_t e = 0; e < buckets_[b].entries.size(); ++e) mark_ready(b, e);
-  }
+  for (size_t i = named_.size(); i-- > 0;) mark_ready(i);  // in backward's order
   return finalize(true);
 }
 
@@ -172,7 +212,7 @@ void Reducer::load_compressor_state(const StateDict& state) {
   compressor_->load_state(state, buckets_, *group_);
 }
 
-void Reducer::mark_ready(size_t bucket, size_t entry) {
+void Reducer::mark_ready(size_t parameter) {
   if (paused_) return;
   // The first gradient of a step: masks change only between steps, so this is where the buckets
   // catch up with them, before any bucket is reduced.
@@ -180,6 +220,7 @@ void Reducer::mark_ready(size_t bucket, size_t entry) {
     step_started_ = true;
     follow_masks();
   }
+  const auto [bucket, entry] = where_[parameter];
   PAC_CHECK(!ready_[bucket][entry],
             "reducer: '{}' received a second gradient before finalize(); call finalize() after "
             "every backward",

@@ -1,10 +1,12 @@
 // Reducer: DDP's gradient synchronisation. At construction it broadcasts every parameter and
 // buffer from rank 0, then groups the parameters, in reverse registration order (the order
 // backward produces their gradients), into flat buckets: a small first bucket so communication
-// starts early, then larger ones (by dense size, so the grouping never changes). From the first
-// step on, each parameter's gradient is a view into its bucket: compact for a pruned parameter,
-// so a pruned model's buckets hold only kept entries, and they are re-laid out when a mask
-// changes. During backward, each parameter's grad-ready hook marks it; when a bucket is
+// starts early, then larger ones. The sizes are what the buckets send (the compressor says what
+// each gradient costs on the wire), so a pruned, coded model's first bucket is small in what it
+// sends, not in what it would send dense, and leaves early in backward. From the first step on,
+// each parameter's gradient is a view into its bucket: compact for a pruned parameter, so a
+// pruned model's buckets hold only kept entries; they are re-laid out, and regrouped, when a
+// mask changes. During backward, each parameter's grad-ready hook marks it; when a bucket is
 // complete, it and any complete buckets after it are handed to the compressor, strictly in
 // bucket order, so the all-reduces run while backward goes on. finalize() waits for all of them.
 #pragma once
@@ -42,12 +44,17 @@ struct ReducerStepStats {
                              // averaged), "loss", or "" where this rank found none
 };
 
+// What a parameter's gradient costs on the wire, in bytes: how buckets are cut.
+using WireBytes = std::function<double(const nn::Parameter&)>;
+
 // The Reducer's bucket layout for these parameters (in registration order): reverse order, the
-// first bucket small. Each bucket's flat buffer is allocated unless `allocate` is false; no
-// gradient is attached. Also used to predict bytes per step without a run (pactrain
-// prune-report).
+// first bucket small, each closed once its parameters cost the bucket's size on the wire
+// (`wire_bytes`; by default their dense fp32 size, which masks do not change). Each bucket's flat
+// buffer is allocated unless `allocate` is false; no gradient is attached. Also used to predict
+// bytes per step without a run (pactrain prune-report).
 std::vector<Bucket> make_buckets(const std::vector<std::pair<std::string, nn::ParameterPtr>>& named,
-                                 const ReducerOptions& options, bool allocate = true);
+                                 const ReducerOptions& options, bool allocate = true,
+                                 const WireBytes& wire_bytes = {});
 
 class Reducer {
  public:
@@ -60,8 +67,9 @@ class Reducer {
   // and readies the reducer for the next backward. Call it after loss.backward(), with whether
   // this rank's loss was finite. Before the compressor sees a bucket, its gradients are checked
   // for NaN and Inf (a quantised wire could not carry them), and that verdict is made every
-  // rank's by an all-reduce-max (see declare_loss_finite); a step found non-finite leaves the compressor's state
-  // as it was (Compressor::end_step), and the caller must skip its update (stats.nonfinite).
+  // rank's by an all-reduce-max (see declare_loss_finite); a step found non-finite leaves the
+  // compressor's state as it was (Compressor::end_step), and the caller must skip its update
+  // (stats.nonfinite).
   ReducerStepStats finalize(bool loss_is_finite = true);
 
   // Says, before backward, whether this rank's loss is finite: the step's verdict can then
@@ -90,7 +98,11 @@ class Reducer {
   Compressor& compressor() { return *compressor_; }
 
  private:
-  void mark_ready(size_t bucket, size_t entry);
+  void mark_ready(size_t parameter);  // by registration order
+  // What each gradient costs on the wire, as the compressor says.
+  WireBytes wire_bytes() const;
+  // Makes `buckets` the layout: no buffer yet, every parameter to be attached by follow_masks().
+  void lay_out(std::vector<Bucket> buckets);
   void launch_ready_buckets();
   void check_finite(const Bucket& bucket);
   // Puts this rank's verdict on the last bucket as a rider, when the loss was declared.
@@ -109,15 +121,16 @@ class Reducer {
   bool paused_ = false;
   bool step_started_ = false;            // a gradient of this step has arrived
   std::vector<uint64_t> mask_versions_;  // per parameter, in bucket order: the layout's masks
+  std::vector<std::pair<size_t, size_t>> where_;  // per parameter, by registration: bucket, entry
   uint64_t bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
   uint64_t kernels_at_step_start_ = 0;
   std::vector<std::pair<std::string, nn::ParameterPtr>> named_;
   std::string nonfinite_in_;  // this step: the first parameter found non-finite before sending
   Tensor gpu_nonfinite_;      // GPU buckets: f32 [parameters], non-finite values found in each
-  std::vector<int64_t> first_slot_;  // per bucket: the slot of its first parameter
+  std::vector<int64_t> first_slot_;           // per bucket: the slot of its first parameter
   std::optional<bool> declared_loss_finite_;  // this step's, if declared before backward
-  Tensor verdict_;       // f32 [1]: rank + 1 where this rank found a non-finite value, else 0
+  Tensor verdict_;             // f32 [1]: rank + 1 where this rank found a non-finite value, else 0
   bool verdict_sent_ = false;  // this step's verdict is on its way (with the last bucket)
   WorkPtr verdict_work_;       // its own all-reduce, where the compressor did not take it
   uint64_t exchanges_at_step_start_ = 0;

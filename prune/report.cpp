@@ -68,7 +68,11 @@ StepBytes bytes_per_step(nn::Module& model, const ReportOptions& options) {
   for (const auto& bucket :
        comm::make_buckets(model.named_parameters(),
                           comm::ReducerOptions{options.bucket_mb, options.first_bucket_mb, false},
-                          /*allocate=*/false)) {
+                          /*allocate=*/false, [&](const nn::Parameter& p) {
+                            return static_cast<double>(p.grad_numel()) *
+                                   comm::pactrain_wire_bytes_per_value(
+                                       p, options.encoding, options.world, options.levels);
+                          })) {
     comm::PactrainLayout layout = comm::pactrain_layout(bucket);
     int64_t dense_values = 0;
     for (const auto& e : bucket.entries) dense_values += e.param->numel();

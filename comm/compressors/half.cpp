@@ -12,6 +12,7 @@ class HalfPrecision : public Compressor {
   explicit HalfPrecision(DType wire) : wire_(wire) {}
   std::string name() const override { return wire_ == DType::f16 ? "fp16" : "bf16"; }
   bool runs_on_gpu() const override { return true; }
+  double wire_bytes_per_value(const nn::Parameter&, int) const override { return 2.0; }
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     Tensor flat = bucket.flat;
     Tensor wire;
@@ -37,18 +38,18 @@ class HalfPrecision : public Compressor {
     });
     return then(all_reduce_with_riders(bucket, group, {{wire, ReduceOp::sum}}),
                 [this, flat, wire]() mutable {
-      timed([&] {
-        float* dst = flat.data<float>();
-        int64_t n = flat.numel();
-        if (wire_ == DType::f16) {
-          const Half* src = wire.data<Half>();
-          for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
-        } else {
-          const BFloat16* src = wire.data<BFloat16>();
-          for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
-        }
-      });
-    });
+                  timed([&] {
+                    float* dst = flat.data<float>();
+                    int64_t n = flat.numel();
+                    if (wire_ == DType::f16) {
+                      const Half* src = wire.data<Half>();
+                      for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+                    } else {
+                      const BFloat16* src = wire.data<BFloat16>();
+                      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+                    }
+                  });
+                });
   }
 
  private:

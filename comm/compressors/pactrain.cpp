@@ -66,6 +66,14 @@ namespace {
 bool is_weight(const BucketEntry& e) { return e.param->shape().size() >= 2; }
 }  // namespace
 
+double pactrain_wire_bytes_per_value(const nn::Parameter& p, const std::string& enc, int world,
+                                     int levels, bool int16) {
+  if (enc == "bf16" || enc == "fp16") return 2.0;
+  if (enc == "fp32" || p.shape().size() < 2) return 4.0;
+  const TernaryWire wire = ternary_wire(world, levels, int16);
+  return static_cast<double>(dtype_size(wire.dtype)) / wire.per_word;
+}
+
 PactrainLayout pactrain_layout(const Bucket& bucket) {
   PactrainLayout layout;
   for (const auto& e : bucket.entries) {
@@ -145,6 +153,14 @@ class Pactrain : public Compressor {
         seed_(seed) {}
   std::string name() const override { return "pactrain"; }
   bool runs_on_gpu() const override { return true; }
+
+  double wire_bytes_per_value(const nn::Parameter& p, int world) const override {
+    return pactrain_wire_bytes_per_value(p, encoding_name(encoding_), world, levels_,
+                                         /*int16=*/p.data().device().is_cpu());
+  }
+
+  // The bucket's plan goes; the next reduce() builds one for what the bucket now holds.
+  void layout_changed(const Bucket& bucket) override { plans_.erase(bucket.index); }
 
   std::string describe_buckets() const override {
     std::vector<std::string> parts;

@@ -23,6 +23,7 @@ class SignSgd : public Compressor {
   explicit SignSgd(bool error_feedback) : error_feedback_(error_feedback) {}
   std::string name() const override { return "signsgd"; }
   bool runs_on_gpu() const override { return true; }
+  double wire_bytes_per_value(const nn::Parameter&, int) const override { return 1.0 / 8; }
 
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     if (bucket.flat.is_cuda()) return reduce_on_gpu(bucket, group);

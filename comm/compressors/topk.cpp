@@ -40,6 +40,11 @@ class TopK : public Compressor {
   bool runs_on_gpu() const override { return true; }
   bool applies_momentum() const override { return o_.momentum > 0.0; }
 
+  // A weight sends its ratio of values as (index, value) pairs; a 1-D parameter goes dense.
+  double wire_bytes_per_value(const nn::Parameter& p, int) const override {
+    return p.shape().size() <= 1 ? 4.0 : 8.0 * o_.ratio;
+  }
+
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
     if (bucket.flat.is_cuda()) return reduce_on_gpu(bucket, group);
     Tensor flat = bucket.flat;

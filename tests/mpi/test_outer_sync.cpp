@@ -193,7 +193,8 @@ TEST_CASE("local SGD with H = 1 trains as synchronous SGD does, to rounding") {
 
       sgd_sync.zero_grad();
       before = world().bytes_sent();
-      reducer_sync.declare_loss_finite(true);  // its verdict rides with the buckets, as reduce_now's
+      reducer_sync.declare_loss_finite(
+          true);  // its verdict rides with the buckets, as reduce_now's
       rank_loss(*synchronous, 110 + step).backward();
       reducer_sync.finalize();
       const uint64_t step_bytes = world().bytes_sent() - before;

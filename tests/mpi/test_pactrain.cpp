@@ -507,9 +507,24 @@ TEST_CASE(
   for (auto& [name, p] : model->named_parameters())
     if (p->shape().size() == 2) p->set_mask(Generator(seed++).bernoulli(p->shape(), 0.3f));
   auto group = std::make_shared<CountingGroup>();
+  const double cap_mb = 0.0002;
   comm::Reducer reducer(*model, group, comm::make_compressor("pactrain", {{"enc", "ternary"}}),
-                        {0.002, 0.002});
+                        {cap_mb, cap_mb});
   REQUIRE(reducer.buckets().size() >= 2);
+  // Cut by what they send: each bucket but the last reaches the size on the wire only with its
+  // last parameter.
+  const double cap = cap_mb * 1024 * 1024;
+  const auto& buckets = reducer.buckets();
+  for (size_t b = 0; b + 1 < buckets.size(); ++b) {
+    double wire = 0, last = 0;
+    for (const auto& e : buckets[b].entries) {
+      last = static_cast<double>(e.param->grad_numel()) *
+             comm::pactrain_wire_bytes_per_value(*e.param, "ternary", world().size(), 3);
+      wire += last;
+    }
+    CHECK(wire >= cap);
+    CHECK(wire - last < cap);
+  }
   for (int step = 0; step < 4; ++step) {
     CAPTURE(step);
     Generator g(step + 10 * world().rank());
