@@ -41,12 +41,17 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # ResNet-20's gradient is 1.09 MB: DDP's default buckets (1 MB first) put 96% of it in one bucket,
 # complete about 48 ms before backward ends. Three buckets let the first all-reduce start
 # about 145 ms before, for the pruning ramp's epochs that send up to four times the final bytes
-# (docs/results.md). fp32 and dense runs compute the same with any layout; a ternary run draws
-# its coin flips per bucket, and top-k keeps its 0.1% per bucket (runs before 2026-12-04 evening:
-# the default layout).
+# (docs/results.md). Bucket sizes are bytes on the wire (since 2026-12-06; dense bytes before):
+# the coded methods (pactrain ternary, EF-signSGD, DGC) send 30 to 400 times less than fp32, so
+# they get buckets of 4 kB first and 8 kB after, which took their 2-rank steps at 10 Mbit/s from
+# 0.115 to 0.069 s (pactrain) and 0.106 to 0.076 s (EF-signSGD) (docs/results.md, "2, 4 and 8
+# ranks"). fp32 and dense runs compute the same with any layout; a ternary run draws its coin
+# flips per bucket, and top-k keeps its 0.1% per bucket (runs before 2026-12-04 evening: the
+# default layout).
 recipe=(--model resnet20 --data fashion-mnist --epochs 15 --lr 0.1 --optimizer sgd
-        --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip
-        --first-bucket-mb 0.4 --bucket-mb 0.5 --threads 1)
+        --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip --threads 1)
+fp32_buckets=(--first-bucket-mb 0.4 --bucket-mb 0.5)
+coded_buckets=(--first-bucket-mb 0.004 --bucket-mb 0.008)
 global_batch=128
 steps_per_epoch=$((60000 / global_batch))  # 468: Fashion-MNIST has 60,000 training images
 launch=(mpirun) at=""
@@ -135,7 +140,9 @@ for run in "${runs[@]+"${runs[@]}"}"; do
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH (then -outerLRmM), then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
-  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" \
+  buckets=("${fp32_buckets[@]}")
+  case "$base" in t[0-9][0-9] | signsgd | topk) buckets=("${coded_buckets[@]}") ;; esac
+  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" "${buckets[@]}" \
     --batch "$batch" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
     --sync "$sync" "${outer[@]+"${outer[@]}"}" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done

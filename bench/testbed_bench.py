@@ -58,8 +58,10 @@ PEERS = {"torch-allreduce": "allreduce", "torch-fp16": "fp16", "torch-powersgd2"
 # models: torch-localH and torch-dilocoH, as bench/run_accuracy.sh names their accuracy runs.
 MODELS = {  # our options for the shapes of bench/peers/torch_step.py
     "resnet18": ["--model", "resnet18", "--small-input", "--in-channels", "1"],
-    # In three buckets, as bench/run_accuracy.sh trains it: DDP's 1 MB first bucket would hold 96%
-    # of its 1.09 MB gradient, complete about 48 ms before backward ends (145 ms for this first one).
+    # In three buckets in fp32, as bench/run_accuracy.sh trains it: DDP's 1 MB first bucket would
+    # hold 96% of its 1.09 MB gradient, complete about 48 ms before backward ends (145 ms for this
+    # first one). The sizes are bytes on the wire, so a coded method's gradient fits one bucket:
+    # --extra '--first-bucket-mb 0.004 --bucket-mb 0.008' gives it the recipe's small buckets.
     "resnet20": ["--model", "resnet20", "--in-channels", "1", "--first-bucket-mb", "0.4",
                  "--bucket-mb", "0.5"],
     "vit": ["--model", "vit", "--in-channels", "3"],
