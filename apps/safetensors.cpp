@@ -85,8 +85,10 @@ void save_safetensors(const std::string& path, const TensorFile& gpu_or_host) {
   nlohmann::json header = nlohmann::json::object();
   // A CRC-32 of the data section, so a damaged file is refused on load instead of read as weights.
   uLong crc = crc32(0L, Z_NULL, 0);
-  for (const auto& [name, t] : file.tensors)
-    crc = crc32_z(crc, static_cast<const Bytef*>(t.raw_data()), t.nbytes());
+  for (const auto& [name, t] : file.tensors) {
+    // zlib restarts the checksum when given no buffer, which an empty tensor's data may be.
+    if (t.nbytes() > 0) crc = crc32_z(crc, static_cast<const Bytef*>(t.raw_data()), t.nbytes());
+  }
   std::map<std::string, std::string> metadata = file.metadata;
   metadata[kChecksumKey] = fmt::format("{:08x}", static_cast<uint32_t>(crc));
   header["__metadata__"] = metadata;
@@ -159,9 +161,13 @@ TensorFile parse_safetensors(const uint8_t* bytes, size_t file_size, const std::
   PAC_CHECK(header.is_object(), "{}: header must be a JSON object", path);
 
   TensorFile out;
+  // Every entry is read and the extents checked against each other before any tensor is
+  // allocated: entries that overlap could otherwise claim the data section many times over.
   struct Extent {
     uint64_t begin, end;
     std::string name;
+    DType dtype;
+    Shape shape;
   };
   std::vector<Extent> extents;
   const uint8_t* data = bytes + 8 + length;
@@ -213,10 +219,7 @@ TensorFile parse_safetensors(const uint8_t* bytes, size_t file_size, const std::
       PAC_CHECK(offsets[1] - offsets[0] == expected,
                 "{}: tensor '{}' of shape {} needs {} bytes, its offsets span {}", path, name,
                 shape_str(shape), expected, offsets[1] - offsets[0]);
-      Tensor t = Tensor::empty(shape, dtype);
-      std::memcpy(t.raw_data(), data + offsets[0], expected);
-      out.tensors[name] = t;
-      extents.push_back({offsets[0], offsets[1], name});
+      extents.push_back({offsets[0], offsets[1], name, dtype, shape});
     } catch (const nlohmann::json::exception& e) {
       PAC_FAIL("{}: tensor '{}' has a malformed header entry: {}", path, name, e.what());
     }
@@ -235,6 +238,11 @@ TensorFile parse_safetensors(const uint8_t* bytes, size_t file_size, const std::
   PAC_CHECK(at == data_size,
             "{}: tensors cover {} of the {} data bytes (overlapping or trailing data)", path, at,
             data_size);
+  for (const auto& e : extents) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
+    out.tensors[e.name] = t;
+  }
   auto stored = out.metadata.find(kChecksumKey);
   if (stored != out.metadata.end()) {  // files from other tools have none
     std::string actual = fmt::format(

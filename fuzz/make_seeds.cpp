@@ -1,12 +1,13 @@
 // Writes the fuzz targets' seed corpus: small valid inputs that the fuzzer mutates from.
 //   pactrain-fuzz-seeds FOLDER   writes FOLDER/idx/*, FOLDER/cifar/*, FOLDER/checkpoint/*
 // The committed fuzz/corpus/ was made by it; inputs that once made a target fail are added there
-// by hand, named after what they found.
+// by hand, named after what they found (or written here, as regression-overlapping-extents).
 #include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "apps/checkpoint.h"
@@ -99,6 +100,20 @@ int main(int argc, char** argv) {
                 {"compressor.bucket0.residual", Tensor::zeros({4})}}};
   save_checkpoint((root / "checkpoint" / "pruned-step1.safetensors").string(), config, *model, &sgd,
                   {1, 0, 1, 1}, "sgd", run);
+  // A regression input: 64 tensors that each claim the whole 4 kB data section. Allocated one by
+  // one before their extents were compared, such entries made a small file claim its data section
+  // many times over in memory.
+  std::string header = "{";
+  for (int i = 0; i < 64; ++i) {
+    header += fmt::format(
+        "{}\"t{}\":{{\"dtype\":\"U8\",\"shape\":[4096],\"data_offsets\":[0,4096]}}",
+        i ? "," : "", i);
+  }
+  header += "}";
+  std::vector<uint8_t> crafted(8 + header.size() + 4096, 0);
+  for (int i = 0; i < 8; ++i) crafted[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+  std::copy(header.begin(), header.end(), crafted.begin() + 8);
+  write(root / "checkpoint" / "regression-overlapping-extents.safetensors", crafted);
   std::printf("seeds written under %s\n", root.string().c_str());
   return 0;
 }

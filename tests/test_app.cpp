@@ -9,6 +9,7 @@
 #include "apps/checkpoint.h"
 #include "apps/safetensors.h"
 #include "apps/trainer.h"
+#include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "optim/adamw.h"
@@ -279,6 +280,40 @@ TEST_CASE("a resumed run continues bit-identically") {
   o.resume = half;
   CHECK_THROWS_WITH_AS(train(o), doctest::Contains("checkpoint is of another model"), Error);
   for (const auto& p : {straight, half, resumed}) fs::remove(p);
+}
+
+TEST_CASE("a zero-element tensor after others round-trips through a checkpoint") {
+  // pactrain's residual of a bucket whose weights are all pruned is such a tensor.
+  std::string path = temp_path("empty-tensor.safetensors");
+  TensorFile f;
+  f.tensors["a"] = Tensor::from_vector({1, 2, 3}, {3});
+  f.tensors["b"] = Tensor::empty({0});
+  f.tensors["c"] = Tensor::from_vector({4}, {1});
+  save_safetensors(path, f);
+  TensorFile g = load_safetensors(path);
+  CHECK(g.tensors.at("b").numel() == 0);
+  CHECK(g.tensors.at("c").to_vector() == std::vector<float>{4});
+  fs::remove(path);
+}
+
+TEST_CASE("a crafted header of overlapping tensors is refused before their memory is allocated") {
+  // 200 entries that each claim the whole 1 MB data section would need 200 MB if each were
+  // allocated before the extents are checked against each other.
+  const uint64_t data_bytes = 1 << 20;
+  std::string header = "{";
+  for (int i = 0; i < 200; ++i) {
+    header += fmt::format("{}\"t{}\":{{\"dtype\":\"U8\",\"shape\":[{}],\"data_offsets\":[0,{}]}}",
+                          i ? "," : "", i, data_bytes, data_bytes);
+  }
+  header += "}";
+  std::vector<uint8_t> bytes(8 + header.size() + data_bytes, 0);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  cpu_reset_peak_stats();
+  const size_t before = cpu_allocator_stats().current_bytes;
+  CHECK_THROWS_WITH_AS(parse_safetensors(bytes.data(), bytes.size(), "crafted.safetensors"),
+                       doctest::Contains("overlapping tensors"), Error);
+  CHECK(cpu_allocator_stats().peak_bytes - before <= 2 * data_bytes);
 }
 
 TEST_CASE("safetensors round trip with masks and metadata; no temporary file left") {
