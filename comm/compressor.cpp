@@ -68,7 +68,9 @@ void load_per_bucket(StateReader& read, const std::string& what, const std::vect
                      std::map<int, Tensor>& tensors) {
   for (const auto& bucket : buckets) {
     std::string key = bucket_state_key(bucket.index, what);
-    if (read.has(key)) tensors[bucket.index] = read.tensor(key, bucket.flat.shape());
+    // A checkpoint is read into host memory; the state lives where its bucket does.
+    if (read.has(key))
+      tensors[bucket.index] = read.tensor(key, bucket.flat.shape()).to(bucket.flat.device());
   }
 }
 

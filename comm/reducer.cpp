@@ -96,8 +96,16 @@ Reducer::Reducer(nn::Module& model, ProcessGroupPtr group, std::unique_ptr<Compr
   // event before it are installed: buffers made now would hold the dense gradient only to be
   // thrown away. From then on, every gradient is a view into its bucket.
   named_ = named;
-  for (size_t i = 0; i < named.size(); ++i)
-    named[i].second->data().register_grad_ready_hook([this, i](Tensor&) { mark_ready(i); });
+  // The hooks stay on the parameters after the Reducer is gone (a hook cannot be removed); they
+  // reach it through a weak pointer, so a backward pass after that finds no Reducer and does
+  // nothing instead of touching freed memory.
+  alive_ = std::make_shared<Reducer*>(this);
+  std::weak_ptr<Reducer*> alive = alive_;
+  for (size_t i = 0; i < named.size(); ++i) {
+    named[i].second->data().register_grad_ready_hook([alive, i](Tensor&) {
+      if (auto reducer = alive.lock()) (*reducer)->mark_ready(i);
+    });
+  }
   lay_out(make_buckets(named, options, /*allocate=*/false, wire_bytes()));
   bytes_at_step_start_ = group_->bytes_sent();
   exchanges_at_step_start_ = group_->exchanges();

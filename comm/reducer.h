@@ -122,6 +122,7 @@ class Reducer {
   bool step_started_ = false;            // a gradient of this step has arrived
   std::vector<uint64_t> mask_versions_;  // per parameter, in bucket order: the layout's masks
   std::vector<std::pair<size_t, size_t>> where_;  // per parameter, by registration: bucket, entry
+  std::shared_ptr<Reducer*> alive_;  // what the parameters' hooks reach this Reducer through
   uint64_t bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
   uint64_t kernels_at_step_start_ = 0;

@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
   // many times over in memory.
   std::string header = "{";
   for (int i = 0; i < 64; ++i) {
-    header += fmt::format(
-        "{}\"t{}\":{{\"dtype\":\"U8\",\"shape\":[4096],\"data_offsets\":[0,4096]}}",
-        i ? "," : "", i);
+    header +=
+        fmt::format("{}\"t{}\":{{\"dtype\":\"U8\",\"shape\":[4096],\"data_offsets\":[0,4096]}}",
+                    i ? "," : "", i);
   }
   header += "}";
   std::vector<uint8_t> crafted(8 + header.size() + 4096, 0);

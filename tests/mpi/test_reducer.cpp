@@ -107,3 +107,18 @@ TEST_CASE("fp16 and bf16 compressors average within their precision, with half t
     }
   }
 }
+
+TEST_CASE("a model runs backward after its Reducer is gone: the gradients stay local") {
+  auto model = small_model(4);
+  Generator g(5 + world().rank());
+  Tensor x = g.randn({4, 6});
+  Tensor y = Tensor::from_indices({0, 1, 2, 0}, {4});
+  {
+    comm::Reducer reducer(*model, world_ptr(), comm::make_compressor("dense", {}));
+    cross_entropy((*model)(x), y).backward();
+    reducer.finalize();
+  }
+  model->zero_grad();
+  cross_entropy((*model)(x), y).backward();  // the hooks find no Reducer
+  for (auto& [name, p] : model->named_parameters()) CHECK(p->grad().defined());
+}
