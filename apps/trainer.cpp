@@ -121,6 +121,10 @@ void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
             group.rank());
 }
 
+// Everything after the process group exists: the run itself.
+TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device device,
+                           const comm::ProcessGroupPtr& group);
+
 }  // namespace
 
 TrainResult train(const TrainOptions& options) {
@@ -141,6 +145,25 @@ TrainResult train(const TrainOptions& options) {
   // Under mpirun on GPUs, the NCCL group picks the GPU of the local rank itself.
   comm::ProcessGroupPtr group = comm::make_process_group(o.backend, device);
   group->set_timeout(o.comm_timeout);
+  try {
+    return train_in_group(o, adapted, device, group);
+  } catch (const std::exception& e) {
+    if (group->size() == 1) throw;
+    // A rank that fails alone (a local step's NaN, a checkpoint it could not write) must say why
+    // before anything waits for the others: unwinding ends in MPI_Finalize, which waits for every
+    // rank, and mpirun would stop this one before main printed the error (or, with no
+    // communication timeout, wait forever). So it prints here and ends at once, without
+    // finalizing; mpirun sees a rank end with an error and stops the job.
+    std::fprintf(stderr, "pactrain: rank %d: %s\n", group->rank(), e.what());
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+}
+
+namespace {
+
+TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device device,
+                           const comm::ProcessGroupPtr& group) {
   if (!device.is_cpu()) {
     if (group->backend() != "nccl") cuda_set_device(device.index);
     cuda_set_tf32(o.tf32);
@@ -601,5 +624,7 @@ TrainResult train(const TrainOptions& options) {
   }
   return result;
 }
+
+}  // namespace
 
 }  // namespace pac

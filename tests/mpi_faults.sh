@@ -13,7 +13,8 @@ failures=0
 # run NAME FAULT EXPECTED_STATUS(zero|nonzero) PATTERNS [extra train options]
 # PATTERNS: extended regular expressions, one per line, each of which some output line must match
 # (or, after a leading '!', none may).
-# With `limit=S run ...` the job must also have ended within S seconds.
+# With `limit=S run ...` the job must also have ended within S seconds; `timeout=T run ...` sets
+# --comm-timeout (5 s by default).
 run() {
   local name="$1" fault="$2" expected="$3" pattern="$4"
   shift 4
@@ -21,7 +22,7 @@ run() {
   start=$(date +%s%N)
   PACTRAIN_FAULT="$fault" timeout 120 "$mpiexec" --oversubscribe -n 2 "$pactrain" train \
     --model resnet20 --data synthetic --synthetic-size 512 --image-size 12 --batch 16 \
-    --max-steps 8 --threads 1 --comm-timeout 5 "$@" > "$log" 2>&1
+    --max-steps 8 --threads 1 --comm-timeout "${timeout:-5}" "$@" > "$log" 2>&1
   status=$?
   elapsed=$(( ($(date +%s%N) - start) / 100000000 ))  # tenths of a second
   local ok=1
@@ -57,6 +58,13 @@ exited with non-zero status, thus causing
 Process name: \[\[[0-9]+,[0-9]+\],1\]
 Exit code: +9"
 run "NaN in one rank's loss" nan-loss:3:1 nonzero "step 4: the gradient of '[a-z0-9.]+' is not finite on rank [01]"
+# A rank that fails alone (its own NaN in a local step) names the fault and the job ends at once,
+# with the default communication timeout and with none (it used to wait in MPI_Finalize for the
+# other rank, which waited for it: mpirun killed it at the timeout before it printed anything).
+for timeout in 20 0; do
+  timeout=$timeout limit=15 run "NaN alone, local SGD, timeout $timeout" nan-loss:3:1 nonzero \
+    "rank 1: step 4: the loss is nan on rank 1; the run stops" --sync local:8
+done
 run "collectives out of step" extra-collective:3:1 nonzero \
   "the ranks' collectives do not match: this rank runs all_reduce #[0-9]+ \([0-9]+ f32 values\) and expects [0-9]+ bytes from rank [01], which sent [0-9]+ bytes"
 run "NaN, --skip-nonfinite" nan-loss:3:1 zero "step 4: the gradient of (rank 1|'[a-z0-9.]+') is not finite.*; step skipped" \
