@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "comm/process_group.h"
 
@@ -94,8 +96,8 @@ void reduce_through_f32(void* dst, const void* src, int64_t n, bool take_max) {
   }
 }
 
-// dst[i] = op(dst[i], src[i]) for n elements of `dtype`.
-void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
+// dst[i] = op(dst[i], src[i]) for n elements of `dtype`, both aligned to the element's size.
+void reduce_aligned(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
   bool take_max = op == ReduceOp::max;
   switch (dtype) {
     case DType::f32:
@@ -118,6 +120,21 @@ void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op
       PAC_FAIL("all_reduce: dtype {} is not supported (f32, f64, f16, bf16, i8, i16, i32, i64)",
                dtype_name(dtype));
   }
+}
+
+// dst[i] = op(dst[i], src[i]) for n elements of `dtype`. A segment of a coalesced message may
+// start at any byte of it (an odd number of 16-bit values before an f32 segment), and reading a
+// value there in place is undefined: such pieces are reduced in aligned copies.
+void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
+  const size_t elem = dtype_size(dtype);
+  auto aligned = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % elem == 0; };
+  if (aligned(dst) && aligned(src)) return reduce_aligned(dst, src, n, dtype, op);
+  const size_t bytes = static_cast<size_t>(n) * elem;
+  std::vector<uint64_t> mine((bytes + 7) / 8), theirs((bytes + 7) / 8);
+  std::memcpy(mine.data(), dst, bytes);
+  std::memcpy(theirs.data(), src, bytes);
+  reduce_aligned(mine.data(), theirs.data(), n, dtype, op);
+  std::memcpy(dst, mine.data(), bytes);
 }
 
 void check_host(const Tensor& t, const char* collective) {
