@@ -126,6 +126,7 @@ void reduce_aligned(void* dst, const void* src, int64_t n, DType dtype, ReduceOp
 // start at any byte of it (an odd number of 16-bit values before an f32 segment), and reading a
 // value there in place is undefined: such pieces are reduced in aligned copies.
 void reduce_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
+  if (n == 0) return;  // a one-value segment is empty in most ring chunks
   const size_t elem = dtype_size(dtype);
   auto aligned = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % elem == 0; };
   if (aligned(dst) && aligned(src)) return reduce_aligned(dst, src, n, dtype, op);
