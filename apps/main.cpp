@@ -200,7 +200,9 @@ int main(int argc, char** argv) {
                         "compressor option key=value (repeatable)");
   train_cmd->add_option("--bucket-mb", o.bucket_mb, "gradient bucket size (MB on the wire)")
       ->capture_default_str();
-  train_cmd->add_option("--first-bucket-mb", o.first_bucket_mb, "first (small) bucket size (MB on the wire)")
+  train_cmd
+      ->add_option("--first-bucket-mb", o.first_bucket_mb,
+                   "first (small) bucket size (MB on the wire)")
       ->capture_default_str();
   train_cmd->add_flag("--allow-unused-parameters", o.allow_unused_parameters,
                       "data parallel: reduce parameters that got no gradient as zeros");
@@ -312,9 +314,12 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--text-file", report.train.text_file, "--data text: the UTF-8 file");
   report_cmd->add_option("--world", report.world, "ranks, for the bytes on the wire")
       ->capture_default_str();
-  report_cmd->add_option("--bucket-mb", report.train.bucket_mb, "gradient bucket size (MB on the wire)")
+  report_cmd
+      ->add_option("--bucket-mb", report.train.bucket_mb, "gradient bucket size (MB on the wire)")
       ->capture_default_str();
-  report_cmd->add_option("--first-bucket-mb", report.train.first_bucket_mb, "first bucket (MB on the wire)")
+  report_cmd
+      ->add_option("--first-bucket-mb", report.train.first_bucket_mb,
+                   "first bucket (MB on the wire)")
       ->capture_default_str();
   std::vector<std::string> report_compress_opts;
   report_cmd->add_option("--compress-opt", report_compress_opts,
