@@ -2,21 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "core/allocator.h"
 #include "core/error.h"
 
 namespace pac {
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
   out_.open(path, append ? std::ios::app : std::ios::trunc);
   PAC_CHECK(out_.good(), "--metrics: cannot open '{}' for writing", path);
+  std::error_code ec;
+  whole_bytes_ = std::filesystem::file_size(path, ec);
 }
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
-  out_ << record.dump() << '\n';
+  std::string line = record.dump();
+  line += '\n';
+  out_ << line;
   out_.flush();
+  if (!out_.good()) {
+    // A torn last line would break every reader of the file; cut it back to whole records.
+    out_.close();
+    std::error_code ec;
+    std::filesystem::resize_file(path_, whole_bytes_, ec);
+    PAC_FAIL("--metrics: writing a record to '{}' failed (disk full?); the file holds the records "
+             "before it",
+             path_);
+  }
+  whole_bytes_ += line.size();
 }
 
 namespace {
@@ -53,7 +69,10 @@ nlohmann::json memory_record(Device device) {
 
 std::string memory_report_text(Device device) {
   std::string out = memory_report(cpu_allocator_stats(), "host memory");
-  if (!device.is_cpu()) out += "\n" + memory_report(cuda_allocator_stats(), "GPU memory");
+  if (!device.is_cpu()) {
+    out += '\n';
+    out += memory_report(cuda_allocator_stats(), "GPU memory");
+  }
   return out + fmt::format("process peak resident set: {:.1f} MB\n", peak_rss_bytes() / 1e6);
 }
 

@@ -2,6 +2,7 @@
 // the record of where the run's memory went.
 #pragma once
 
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,12 +13,15 @@ namespace pac {
 
 class MetricsWriter {
  public:
-  // An empty path writes nothing; `append` continues a resumed run's file.
+  // An empty path writes nothing; `append` continues a resumed run's file. A record that cannot
+  // be written is an error, and the file is cut back to the records before it.
   MetricsWriter(const std::string& path, bool append);
   void write(const nlohmann::json& record);
 
  private:
+  std::string path_;
   std::ofstream out_;
+  uint64_t whole_bytes_ = 0;  // the file's size after its last whole record
 };
 
 // {"kind": "memory", ...}: the process's peak resident set and, for the CPU allocator (and the

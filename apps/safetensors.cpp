@@ -104,36 +104,19 @@ void save_safetensors(const std::string& path, const TensorFile& gpu_or_host) {
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
   uint64_t length = text.size();
 
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    PAC_CHECK(out.good(), "{}: cannot open for writing", tmp);
-    unsigned char le[8];
-    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
-    out.write(reinterpret_cast<const char*>(le), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    size_t written = 0;
-    for (const auto& [name, t] : file.tensors) {
-      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
-      if (++written == file.tensors.size() / 2) {
-        out.flush();
-        checkpoint_write_halfway();  // fault injection; nothing unless a test armed it
-      }
+  AtomicFileWriter out(path);
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
+  out.write(le, 8);
+  out.write(text.data(), text.size());
+  size_t written = 0;
+  for (const auto& [name, t] : file.tensors) {
+    out.write(t.raw_data(), t.nbytes());
+    if (++written == file.tensors.size() / 2) {
+      checkpoint_write_halfway();  // fault injection; nothing unless a test armed it
     }
-    out.flush();
-    PAC_CHECK(out.good(), "{}: write failed (disk full?)", tmp);
   }
-  // Flush to disk before the rename, so a crash never leaves a renamed but empty file.
-  if (FILE* f = std::fopen(tmp.c_str(), "rb")) {
-    ::fsync(fileno(f));
-    std::fclose(f);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    PAC_FAIL("{}: cannot replace with the new file: {}", path, ec.message());
-  }
+  out.commit();
   remove_stale_temporaries(path);
 }
 
