@@ -77,6 +77,18 @@ models::ModelConfig model_config_from_json(const std::string& text, const std::s
   }
 }
 
+uint64_t checkpoint_bytes(const nn::Module& model, const optim::Optimizer* optimizer,
+                          const StateDict& rank_state, int world) {
+  uint64_t bytes = 0;
+  for (const auto& [name, p] : model.named_parameters()) bytes += p->data().nbytes();
+  for (const auto& [name, b] : model.named_buffers()) bytes += b.nbytes();
+  if (optimizer) {
+    for (const auto& [name, t] : optimizer->state()) bytes += t.nbytes();
+  }
+  for (const auto& [name, t] : rank_state) bytes += t.nbytes() * static_cast<uint64_t>(world);
+  return bytes;
+}
+
 void save_checkpoint(const std::string& path, const models::ModelConfig& config, nn::Module& model,
                      const optim::Optimizer* optimizer, const RunPosition& position,
                      const std::string& optimizer_name, const RunState& run) {

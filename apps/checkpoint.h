@@ -29,6 +29,12 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
                      const optim::Optimizer* optimizer, const RunPosition& position,
                      const std::string& optimizer_name, const RunState& run);
 
+// The bytes a checkpoint of this run takes, as every rank can count them (weights, buffers,
+// optimizer state, and `world` times one rank's own state): for how long the others wait while
+// rank 0 writes it.
+uint64_t checkpoint_bytes(const nn::Module& model, const optim::Optimizer* optimizer,
+                          const StateDict& rank_state, int world);
+
 struct LoadedCheckpoint {
   models::ModelConfig config;
   RunPosition position;

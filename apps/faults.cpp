@@ -27,9 +27,10 @@ Fault fault_from_environment() {
   f.step = static_cast<int64_t>(*step);
   f.rank = static_cast<int>(*rank);
   PAC_CHECK(f.kind == "nan-loss" || f.kind == "hang" || f.kind == "exit" ||
-                f.kind == "kill-in-checkpoint" || f.kind == "extra-collective",
+                f.kind == "kill-in-checkpoint" || f.kind == "slow-checkpoint" ||
+                f.kind == "extra-collective",
             "PACTRAIN_FAULT: kind '{}' is not known; expected nan-loss, hang, exit, "
-            "kill-in-checkpoint or extra-collective",
+            "kill-in-checkpoint, slow-checkpoint or extra-collective",
             f.kind);
   return f;
 }

@@ -7,6 +7,9 @@
 //   kill-in-checkpoint
 //             that rank is killed with SIGKILL halfway through writing the checkpoint after that
 //             step (with --checkpoint-every), as `kill -9` at the worst moment would
+//   slow-checkpoint
+//             that rank takes 3 s longer to write the checkpoint after that step, as a slow
+//             disk would (with --checkpoint-every)
 //   extra-collective
 //             that rank runs an all-reduce the others do not, before that step's backward, as a
 //             rank whose collectives got out of step would

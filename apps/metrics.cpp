@@ -28,9 +28,10 @@ void MetricsWriter::write(const nlohmann::json& record) {
     out_.close();
     std::error_code ec;
     std::filesystem::resize_file(path_, whole_bytes_, ec);
-    PAC_FAIL("--metrics: writing a record to '{}' failed (disk full?); the file holds the records "
-             "before it",
-             path_);
+    PAC_FAIL(
+        "--metrics: writing a record to '{}' failed (disk full?); the file holds the records "
+        "before it",
+        path_);
   }
   whole_bytes_ += line.size();
 }

@@ -38,8 +38,11 @@ std::vector<StateDict> gather_to_rank0(comm::ProcessGroup& group, const StateDic
   Tensor packed = Tensor::empty({bytes}, DType::u8);
   int64_t at = 0;
   for (const auto& [key, t] : mine) {
-    std::memcpy(packed.data<uint8_t>() + at, t.raw_data(), t.nbytes());
-    at += static_cast<int64_t>(t.nbytes());
+    // Compressor and optimizer state lives where the buckets do, on a GPU too: copied from a host
+    // copy, never through a GPU pointer.
+    const Tensor host = t.cpu();
+    std::memcpy(packed.data<uint8_t>() + at, host.raw_data(), host.nbytes());
+    at += static_cast<int64_t>(host.nbytes());
   }
   Tensor all = Tensor::empty({bytes * world}, DType::u8);
   group.all_gather(packed, all)->wait();

@@ -319,12 +319,38 @@ TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device d
     return state;
   };
   const bool checkpointing = o.checkpoint_every > 0 && !o.checkpoint.empty();
-  // Every rank takes part (each contributes its compressor state); rank 0 writes the file.
+  // Every rank takes part (each contributes its compressor state); rank 0 writes the file while
+  // the others wait for it, allowed the time a slow disk would take on top of --comm-timeout, and
+  // every rank learns whether the write worked.
   auto write_checkpoint = [&] {
     RunState run =
         capture_run_state(*group, reducer.get(), o.compress, pruner.get(), sync_name, sync_state());
-    if (leader)
+    if (group->size() == 1) {
       save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run);
+      return;
+    }
+    std::exception_ptr failure;
+    if (leader) {
+      try {
+        if (fault.due("slow-checkpoint", position.step, rank))
+          std::this_thread::sleep_for(std::chrono::seconds(3));
+        save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    // A disk slower than 1 MB/s is taken for a hung one.
+    StateDict rank_state = sync_state();
+    if (reducer) add_prefixed(rank_state, "compressor.", reducer->compressor().state());
+    const double allowance_s =
+        checkpoint_bytes(*model, optimizer.get(), rank_state, group->size()) / 1e6;
+    comm::TimeoutAllowance allowance(*group, allowance_s);
+    Tensor failed = Tensor::full({1}, failure ? 1.0f : 0.0f);
+    group->all_reduce(failed, comm::ReduceOp::max)->wait();
+    if (failure) std::rethrow_exception(failure);
+    PAC_CHECK(failed.item() == 0.0f,
+              "rank {}: rank 0 could not write the checkpoint {} (its error is on its output)",
+              rank, o.checkpoint);
   };
   MetricsWriter metrics(leader ? o.metrics : "", !o.resume.empty());
   const bool quiet = o.quiet || !leader;

@@ -4,6 +4,7 @@
 // The collectives are written out over point-to-point messages (rings; recursive doubling for
 // small all-reduces), so the bytes each rank sends, and its exchanges, are exactly those counted.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -33,24 +34,50 @@ ProcessGroupPtr make_mpi_group() {
 
 namespace {
 
-// A collective in flight. Waiting longer than the group's timeout means a peer rank has died or
-// hung: the process then exits at once (not by exception: the communication thread is blocked
-// inside MPI and could never be joined), and mpirun stops the other ranks.
+using Clock = std::chrono::steady_clock;
+
+// What the communication thread is running: the waiters' timeout clock reads it.
+struct Progress {
+  std::atomic<Clock::rep> running_since{0};  // when the running collective started
+  std::atomic<const char*> running{"nothing"};
+};
+
+// A collective in flight. When the collectives ahead of it and then it itself make no progress
+// for longer than the group's timeout, a peer rank has died or hung: the process then exits at
+// once (not by exception: the communication thread is blocked inside MPI and could never be
+// joined), and mpirun stops the other ranks. The clock counts from this collective's launch or
+// from the start of the collective running now, whichever is later: each collective in a queue
+// gets the whole timeout, however long the queue before it took.
 class MpiWork : public Work {
  public:
-  MpiWork(const char* collective, double timeout_s, int rank, int size)
-      : collective_(collective), timeout_s_(timeout_s), rank_(rank), size_(size) {}
+  MpiWork(const char* collective, double timeout_s, int rank, int size,
+          std::shared_ptr<const Progress> progress)
+      : collective_(collective),
+        timeout_s_(timeout_s),
+        rank_(rank),
+        size_(size),
+        launched_(Clock::now()),
+        progress_(std::move(progress)) {}
 
   void wait() override {
     std::unique_lock<std::mutex> lock(mutex_);
     if (timeout_s_ > 0) {
-      auto limit = std::chrono::duration<double>(timeout_s_);
-      if (!done_cv_.wait_for(lock, limit, [&] { return done_; })) {
+      const auto slice = std::chrono::milliseconds(100);
+      while (!done_cv_.wait_for(lock, slice, [&] { return done_; })) {
+        const Clock::time_point running_since(Clock::duration(progress_->running_since.load()));
+        const double stalled =
+            std::chrono::duration<double>(Clock::now() - std::max(launched_, running_since))
+                .count();
+        if (stalled <= timeout_s_) continue;
+        const char* running = progress_->running.load();
+        const std::string behind = std::strcmp(running, collective_) == 0
+                                       ? ""
+                                       : fmt::format(" ({} waits behind it)", collective_);
         std::fprintf(stderr,
-                     "pactrain: rank %d waited %.0f s for %s to finish; a peer rank has died or "
+                     "pactrain: rank %d waited %.0f s for %s to finish%s; a peer rank has died or "
                      "hung (this rank's ring neighbours are ranks %d and %d). Exiting, so that "
                      "mpirun stops the job (--comm-timeout sets the limit).\n",
-                     rank_, timeout_s_, collective_, (rank_ + size_ - 1) % size_,
+                     rank_, stalled, running, behind.c_str(), (rank_ + size_ - 1) % size_,
                      (rank_ + 1) % size_);
         std::fflush(stderr);
         std::_Exit(3);
@@ -75,7 +102,35 @@ class MpiWork : public Work {
   const char* collective_;
   double timeout_s_;
   int rank_, size_;
+  Clock::time_point launched_;
+  std::shared_ptr<const Progress> progress_;
 };
+
+// Whether the thread level MPI provides lets the communication thread make every MPI call: it is
+// the "main" thread when it initialised MPI itself (FUNNELED suffices), otherwise MPI must allow
+// calls from any one thread at a time (SERIALIZED).
+void check_thread_level(int provided, bool initialised_here, bool is_main_thread) {
+  auto name = [](int level) -> std::string {
+    if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
+    if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+    if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+    if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+    return std::to_string(level);
+  };
+  if (initialised_here || is_main_thread) {
+    PAC_CHECK(provided >= MPI_THREAD_FUNNELED,
+              "MPI provides thread level {}; pactrain makes its MPI calls on a communication "
+              "thread and needs at least MPI_THREAD_FUNNELED (an MPI built without thread support "
+              "cannot run it)",
+              name(provided));
+  } else {
+    PAC_CHECK(provided >= MPI_THREAD_SERIALIZED,
+              "MPI was initialised by another thread with thread level {}; pactrain's "
+              "communication thread then needs MPI_THREAD_SERIALIZED or higher (initialise MPI "
+              "with MPI_Init_thread and MPI_THREAD_SERIALIZED, or let pactrain initialise it)",
+              name(provided));
+  }
+}
 
 void check_host(const Tensor& t, const char* collective) {
   PAC_CHECK(!t.is_cuda(),
@@ -91,9 +146,16 @@ class MpiGroup : public ProcessGroup {
       MemoryTagScope tag(MemoryTag::compressor);  // wire buffers
       bool ok = true;
       try {
-        int provided = 0, initialized = 0;
+        int provided = 0, initialized = 0, is_main = 0;
         MPI_Initialized(&initialized);
-        if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+        if (!initialized) {
+          MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+          owns_mpi_ = true;
+        } else {
+          MPI_Query_thread(&provided);
+          MPI_Is_thread_main(&is_main);
+        }
+        check_thread_level(provided, owns_mpi_, is_main != 0);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
         int* tag_ub = nullptr;
@@ -230,8 +292,11 @@ class MpiGroup : public ProcessGroup {
     PAC_CHECK(
         in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.numel() % size_ == 0,
         "reduce_scatter: input {} must hold {} x output {}", in.str(), size_, out.str());
+    // The working copy belongs to the task, so that it outlives a send still posted from it when
+    // the collective fails.
+    Tensor work = Tensor::empty(in.shape(), in.dtype());
     return launch("reduce_scatter", in, [=, this]() mutable {
-      Tensor work = in.clone();
+      work.copy_(in);
       std::vector<ReduceSegment> segments{{work, op}};
       ring_reduce_scatter(segments, "reduce_scatter");
       out.copy_(work.view_flat(rank_ * out.numel(), out.shape()));
@@ -253,7 +318,7 @@ class MpiGroup : public ProcessGroup {
     const char* name = "";
     int64_t elements = 0;
     DType dtype = DType::f32;
-    uint64_t sequence = 0;
+    uint64_t sequence = 0;  // the next collective's number: the running one's plus one
     int tag = 0;
   };
 
@@ -283,21 +348,34 @@ class MpiGroup : public ProcessGroup {
   // `elements` and `dtype` describe the collective in the message of a mismatch.
   WorkPtr launch(const char* collective, int64_t elements, DType dtype,
                  std::function<void()> task) {
-    auto work = std::make_shared<MpiWork>(collective, timeout_s(), rank_, size_);
+    auto work = std::make_shared<MpiWork>(collective, timeout_s(), rank_, size_, progress_);
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    queue_.emplace_back([this, task = std::move(task), work, collective, elements, dtype] {
-      running_.name = collective;
-      running_.elements = elements;
-      running_.dtype = dtype;
-      running_.tag = make_tag(kind_of(collective), running_.sequence);
-      try {
-        task();
-        work->finish(nullptr);
-      } catch (...) {
-        work->finish(std::current_exception());
-      }
-      ++running_.sequence;
-    });
+    queue_.emplace_back(
+        [this, task = std::move(task), work, collective, elements, dtype]() mutable {
+          progress_->running = collective;
+          progress_->running_since = Clock::now().time_since_epoch().count();
+          running_.name = collective;
+          running_.elements = elements;
+          running_.dtype = dtype;
+          running_.tag = make_tag(kind_of(collective), running_.sequence++);
+          if (!failure_.empty()) {
+            work->finish(std::make_exception_ptr(
+                Error(fmt::format("rank {}: {} cannot run: an earlier collective of this process "
+                                  "group failed, which leaves the ranks out of step: {}",
+                                  rank_, collective, failure_))));
+            return;
+          }
+          try {
+            task();
+            work->finish(nullptr);
+          } catch (const std::exception& e) {
+            // A send this task posted may still be reading its buffers (MPI cannot cancel a send):
+            // the task, which holds them, is kept, and the group runs no more collectives.
+            failure_ = e.what();
+            abandoned_.push_back(std::move(task));
+            work->finish(std::current_exception());
+          }
+        });
     queue_cv_.notify_all();
     return work;
   }
@@ -314,7 +392,7 @@ class MpiGroup : public ProcessGroup {
       }
       task();
     }
-    MPI_Finalize();
+    if (owns_mpi_) MPI_Finalize();
   }
 
   // Polls `done` until it is true without holding a core. MPI's blocking calls poll in a busy
@@ -360,7 +438,7 @@ class MpiGroup : public ProcessGroup {
           "rank {}: the ranks' collectives do not match: this rank runs {} #{} ({} {} values) and "
           "expects {} bytes from rank {}, which sent {} bytes of its {} #{}. Every rank must run "
           "the same collectives in the same order and of the same sizes",
-          rank_, running_.name, running_.sequence & mask, running_.elements,
+          rank_, running_.name, (running_.sequence - 1) & mask, running_.elements,
           dtype_name(running_.dtype), n, from, bytes, kind_name(status.MPI_TAG >> sequence_bits_),
           static_cast<uint64_t>(status.MPI_TAG) & mask);
     }
@@ -482,11 +560,10 @@ class MpiGroup : public ProcessGroup {
     const int64_t bytes = bytes_of(pieces);
     // Several segments are reduced in a packed copy (their pieces then point into it).
     std::vector<Piece> work = pieces;
-    std::vector<char> message;
     if (pieces.size() > 1) {
       const char* copy = packed(pieces);
-      message.assign(copy, copy + bytes);
-      char* at = message.data();
+      doubling_message_.assign(copy, copy + bytes);
+      char* at = doubling_message_.data();
       for (auto& p : work) {
         p.data = at;
         at += p.bytes();
@@ -550,8 +627,14 @@ class MpiGroup : public ProcessGroup {
   bool started_ = false;
   // Receive and packed-send buffers, kept across calls (this runs for every bucket of every
   // step); only the communication thread uses them.
-  std::vector<char> incoming_, outgoing_;
+  std::vector<char> incoming_, outgoing_, doubling_message_;
   Running running_;  // only the communication thread uses it
+  std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
+  // After a collective fails: its error, and its task with the buffers it may still be sending
+  // from (only the communication thread uses these).
+  std::string failure_;
+  std::vector<std::function<void()> > abandoned_;
+  bool owns_mpi_ = false;  // MPI was initialised here, so it is finalised here
   int sequence_bits_ = 12;
   std::exception_ptr init_error_;
 };

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -116,8 +117,19 @@ class NcclGroup : public ProcessGroup {
       stopping_ = true;
     }
     watchdog_.join();
-    for (auto& q : queued_) cudaEventDestroy(q.done);
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    // ncclCommDestroy waits for the collectives still queued, which never end when a peer is gone
+    // (the group is destroyed early on an error path): then the communicator is aborted instead.
+    bool pending = false;
+    for (auto& q : queued_) {
+      pending = pending || cudaEventQuery(q.done) != cudaSuccess;
+      cudaEventDestroy(q.done);
+    }
+    if (comm_ == nullptr) return;
+    if (pending || std::uncaught_exceptions() > 0) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
   }
 
   void set_timeout(double seconds) override {
@@ -266,18 +278,22 @@ class NcclGroup : public ProcessGroup {
       while (!queued_.empty() && cudaEventQuery(queued_.front().done) == cudaSuccess) {
         cudaEventDestroy(queued_.front().done);
         queued_.pop_front();
+        front_since_ = std::chrono::steady_clock::now();
       }
+      // The oldest unfinished collective is timed from when it could start: its launch, or the
+      // end of the one before it (a streaming DiLoCo fragment runs for several steps by design,
+      // and what queues behind it must not be taken for hung).
       const double limit = timeout_s();
       if (limit > 0 && !queued_.empty()) {
+        const auto since = std::max(queued_.front().queued, front_since_);
         const double waited =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - queued_.front().queued)
-                .count();
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
         if (waited > limit) {
-          give_up(fmt::format(
-              "{} has not finished {:.0f} s after it was queued; a peer rank has died or hung "
-              "(this rank's ring neighbours are ranks {} and {})",
-              queued_.front().collective, waited, (rank() + size() - 1) % size(),
-              (rank() + 1) % size()));
+          give_up(
+              fmt::format("{} has made no progress for {:.0f} s; a peer rank has died or hung "
+                          "(this rank's ring neighbours are ranks {} and {})",
+                          queued_.front().collective, waited, (rank() + size() - 1) % size(),
+                          (rank() + 1) % size()));
         }
       }
     }
@@ -308,6 +324,7 @@ class NcclGroup : public ProcessGroup {
   std::mutex watch_mutex_;
   bool stopping_ = false;
   std::deque<Queued> queued_;  // collectives not yet seen finished, oldest first
+  std::chrono::steady_clock::time_point front_since_{};  // when the oldest became the oldest
 };
 
 }  // namespace

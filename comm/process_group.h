@@ -71,8 +71,12 @@ class ProcessGroup {
   // How long waiting for one collective may take before the process gives up, taking the peers
   // for dead or hung (0: forever). Only groups with peers use it; a group that delegates to
   // another passes it on.
+  // The clock starts when a collective could start running: at its launch, or when the one before
+  // it ended, whichever is later, so a queue of slow collectives is not taken for a hung peer.
+  // Any thread may change it while collectives run (the pruner and the checkpoint writer extend
+  // it).
   virtual void set_timeout(double seconds) { timeout_s_ = seconds; }
-  double timeout_s() const { return timeout_s_; }
+  double timeout_s() const { return timeout_s_.load(); }
 
   // Which algorithm all-reduces use from now on (automatic unless set): for measuring them
   // against each other (bench-allreduce) and for tests. Groups that leave the choice to a library
@@ -97,12 +101,30 @@ class ProcessGroup {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> exchanges_{0};
   std::atomic<AllReduceAlgorithm> algorithm_{AllReduceAlgorithm::automatic};
-  double timeout_s_ = 0.0;
+  std::atomic<double> timeout_s_{0.0};
   mutable std::mutex bytes_mutex_;
   std::map<std::string, uint64_t> bytes_by_collective_;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+// Raises the group's timeout by `extra_s` for one scope, for collectives launched within it, where
+// a peer is known to be busy for about that long (scoring a pruning event, writing a checkpoint);
+// puts it back after. No timeout (0) stays none.
+class TimeoutAllowance {
+ public:
+  TimeoutAllowance(ProcessGroup& group, double extra_s)
+      : group_(group), before_(group.timeout_s()) {
+    if (before_ > 0) group_.set_timeout(before_ + extra_s);
+  }
+  ~TimeoutAllowance() { group_.set_timeout(before_); }
+  TimeoutAllowance(const TimeoutAllowance&) = delete;
+  TimeoutAllowance& operator=(const TimeoutAllowance&) = delete;
+
+ private:
+  ProcessGroup& group_;
+  double before_;
+};
 
 // A Work that is done when every one of `works` is (waits for them in order).
 WorkPtr all_of(std::vector<WorkPtr> works);

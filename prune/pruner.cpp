@@ -435,13 +435,7 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
   // that much more than --comm-timeout, so a long scoring pass does not read as a dead rank.
   const double scored_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double timeout_s = group_->timeout_s();
-  if (timeout_s > 0) group_->set_timeout(timeout_s + scored_s);
-  struct RestoreTimeout {
-    comm::ProcessGroup& group;
-    double seconds;
-    ~RestoreTimeout() { group.set_timeout(seconds); }
-  } restore_timeout{*group_, timeout_s};
+  comm::TimeoutAllowance allowance(*group_, scored_s);
   // Whether every rank scored: an error on one stops them all, each naming its own.
   Tensor failed = Tensor::full({1}, failure ? 1.0f : 0.0f);
   group_->all_reduce(failed, comm::ReduceOp::max)->wait();

@@ -67,6 +67,12 @@ for timeout in 20 0; do
 done
 run "collectives out of step" extra-collective:3:1 nonzero \
   "the ranks' collectives do not match: this rank runs all_reduce #[0-9]+ \([0-9]+ f32 values\) and expects [0-9]+ bytes from rank [01], which sent [0-9]+ bytes"
+# Rank 0 takes 3 s to write a checkpoint, longer than the 2 s timeout: the other rank, waiting
+# for it, allows the time a slow disk would take for the checkpoint's bytes, and the run finishes.
+checkpoint="$(mktemp -d)"
+timeout=2 run "a slow checkpoint write" slow-checkpoint:4:0 zero "!waited" \
+  --checkpoint "$checkpoint/run.safetensors" --checkpoint-every 4
+rm -rf "$checkpoint"
 run "NaN, --skip-nonfinite" nan-loss:3:1 zero "step 4: the gradient of (rank 1|'[a-z0-9.]+') is not finite.*; step skipped" \
   --skip-nonfinite
 # A quantised wire cannot carry a NaN: the ranks learn of it from the reducer's verdict instead.

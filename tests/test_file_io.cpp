@@ -18,7 +18,8 @@ namespace {
 
 // A fresh, empty folder of its own, so "no temporary left" can be checked by listing it.
 fs::path fresh_folder(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("pactrain-" + std::to_string(::getpid()) + "-" + name);
+  fs::path dir =
+      fs::temp_directory_path() / ("pactrain-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

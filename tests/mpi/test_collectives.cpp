@@ -2,6 +2,9 @@
 // of the ring algorithms.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "core/tensor.h"
 #include "tests/mpi/world.h"
 
@@ -196,4 +199,23 @@ TEST_CASE("a 4-byte all-reduce takes log2 P exchanges and leaves the same bits o
   } else {
     CHECK(exchanges <= static_cast<uint64_t>(log2_floor(p) + 2));
   }
+}
+
+TEST_CASE("a queue of slow collectives is not taken for a hung peer: each gets the whole timeout") {
+  // Rank 0 launches four all-reduces at once and waits for the last; its peers launch theirs
+  // 0.5 s apart, so each collective takes 0.5 s and the last ends 2 s after rank 0's wait began,
+  // past the 1.5 s timeout. A timeout counted from the wait would end the process (exit 3).
+  const double before = world().timeout_s();
+  world().set_timeout(1.5);
+  std::vector<Tensor> values;
+  std::vector<comm::WorkPtr> works;
+  for (int i = 0; i < 4; ++i) {
+    if (world().rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    values.push_back(Tensor::full({4}, 1.0f));
+    works.push_back(world().all_reduce(values.back(), comm::ReduceOp::sum));
+  }
+  works.back()->wait();
+  for (auto& w : works) w->wait();
+  world().set_timeout(before);
+  CHECK(values.back().to_vector()[0] == static_cast<float>(world().size()));
 }
