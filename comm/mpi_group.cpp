@@ -85,12 +85,15 @@ class MpiWork : public Work {
     } else {
       done_cv_.wait(lock, [&] { return done_; });
     }
-    if (error_) std::rethrow_exception(error_);
+    if (!error_.empty()) throw Error(error_);
   }
-  void finish(std::exception_ptr error) {
+  // `error` is empty when the collective succeeded. Only its message crosses to the waiting thread,
+  // which throws a pac::Error of its own: an exception object shared between threads is freed by
+  // whichever lets go last, through a reference count ThreadSanitizer cannot see in libstdc++.
+  void finish(std::string error) {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
-    error_ = error;
+    error_ = std::move(error);
     done_cv_.notify_all();
   }
 
@@ -98,7 +101,7 @@ class MpiWork : public Work {
   std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;
-  std::exception_ptr error_;
+  std::string error_;
   const char* collective_;
   double timeout_s_;
   int rank_, size_;
@@ -359,21 +362,27 @@ class MpiGroup : public ProcessGroup {
           running_.dtype = dtype;
           running_.tag = make_tag(kind_of(collective), running_.sequence++);
           if (!failure_.empty()) {
-            work->finish(std::make_exception_ptr(
-                Error(fmt::format("rank {}: {} cannot run: an earlier collective of this process "
-                                  "group failed, which leaves the ranks out of step: {}",
-                                  rank_, collective, failure_))));
+            const std::string why = fmt::format(
+                "rank {}: {} cannot run: an earlier collective of this process group "
+                "failed, which leaves the ranks out of step: {}",
+                rank_, collective, failure_);
+            work->finish(why);
             return;
           }
           try {
             task();
-            work->finish(nullptr);
+            work->finish("");
           } catch (const std::exception& e) {
             // A send this task posted may still be reading its buffers (MPI cannot cancel a send):
             // the task, which holds them, is kept, and the group runs no more collectives.
-            failure_ = e.what();
+            failure_ = *e.what() ? e.what() : "an error without a message";
             abandoned_.push_back(std::move(task));
-            work->finish(std::current_exception());
+            work->finish(failure_);
+          } catch (...) {
+            failure_ =
+                fmt::format("{} failed with an exception that is not a std::exception", collective);
+            abandoned_.push_back(std::move(task));
+            work->finish(failure_);
           }
         });
     queue_cv_.notify_all();

@@ -11,8 +11,9 @@
 // Loops marked PAC_SIMD_CLONES are compiled twice, for x86-64-v3 (AVX2 and FMA: 8 floats at a
 // time) and for the baseline the build targets, and the loader picks the one this CPU runs
 // (GCC's target_clones): a portable binary still gets the wide loops, as PyTorch's CPU kernels
-// do with their own dispatch. Elsewhere the macro is empty.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// do with their own dispatch. Elsewhere the macro is empty, and so it is under ThreadSanitizer,
+// whose instrumented ifunc resolvers would run before its runtime is up and crash at start.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define PAC_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define PAC_SIMD_CLONES
