@@ -25,6 +25,7 @@ its scaling efficiency (throughput over P times one rank's compute-only throughp
 
 Usage: scaleout.py RESULTS.jsonl [--plots DIR] [--tflops T] [--hbm-gbs G] [--latency-us L]"""
 import argparse
+import json
 import math
 import os
 import sys
@@ -37,6 +38,7 @@ RATE_BITS = {"100mbit": 1e8, "500mbit": 5e8, "1gbit": 1e9, "10gbit": 1e10}
 # FLOPs per sample (3x the forward), the per-rank batch, and PowerSGD's factor elements per
 # parameter at rank 4 (sum of r (rows + cols) over the matrices, over the parameter count).
 MODELS = {
+    "ResNet-20": {"params": 0.27e6, "flops": 3 * 41e6, "batch": 128, "psgd4": 0.09},
     "ResNet-50": {"params": 25.6e6, "flops": 3 * 4.1e9, "batch": 64, "psgd4": 0.012},
     "ViT-B/16": {"params": 86.6e6, "flops": 3 * 17.6e9, "batch": 64, "psgd4": 0.0027},
     "GPT-2-small": {"params": 124e6, "flops": 3 * 2 * 124e6 * 1024, "batch": 8, "psgd4": 0.0034},
@@ -48,6 +50,7 @@ METHODS = {
     "fp16": {"bytes": 2, "density": 1.0, "gather": False, "passes": 2},
     "terngrad": {"bytes": 1, "density": 1.0, "gather": False, "passes": 3},
     "topk": {"bytes": 8, "density": 0.001, "gather": True, "passes": 4},
+    "signsgd": {"bytes": 1 / 8, "density": 1.0, "gather": True, "passes": 3},
     "powersgd4": {"bytes": 4, "density": None, "gather": False, "passes": 6},
     "pactrain80-fp32": {"bytes": 4, "density": 0.2, "gather": False, "passes": 1},
     "pactrain80-ternary": {"bytes": 1, "density": 0.2, "gather": False, "passes": 3},
@@ -126,6 +129,85 @@ def fit(results):
     return visible, alpha, errors
 
 
+def load_hosts(paths):
+    """Step records of `bench/testbed_bench.py` runs in hosts mode (every rank its own link), with
+    the compute-only step of the same rank count attached as `compute_alone_s`."""
+    runs = []
+    for path in paths:
+        runs += [json.loads(line) for line in open(path) if line.strip()]
+    runs = [r for r in runs if r.get("mode") == "hosts"]
+    alone = {r["ranks"]: r["step_s"] for r in runs if r["method"] == "compute-only"}
+    out = []
+    for r in runs:
+        if r["method"] == "compute-only" or r["ranks"] not in alone or not r.get("bytes_per_step"):
+            continue
+        r["compute_alone_s"] = alone[r["ranks"]]
+        out.append(r)
+    return out
+
+
+def hosts_terms(r):
+    """A hosts-mode run's link time for its bytes, and its exchanges, as measured."""
+    return r["bytes_per_step"] * 8 / (r["link_mbit"] * 1e6), r["exchanges"]
+
+
+def fit_hosts(runs):
+    """step = compute alone + codec + visible * (bytes * 8 / B + exchanges * alpha), by least
+    squares over `runs`: the two unknowns enter as visible and visible * alpha."""
+    sxx = sxy = syy = sx = sy = 0.0
+    for r in runs:
+        x, y = hosts_terms(r)
+        target = r["step_s"] - r["compute_alone_s"] - r.get("codec_s", 0.0)
+        sxx += x * x
+        sxy += x * y
+        syy += y * y
+        sx += x * target
+        sy += y * target
+    det = sxx * syy - sxy * sxy
+    visible = (sx * syy - sy * sxy) / det
+    visible_alpha = (sxx * sy - sxy * sx) / det
+    if visible_alpha < 0 or visible <= 0:
+        # An exchange cannot cost less than nothing: the best fit with alpha = 0.
+        return sx / sxx, 0.0
+    return visible, visible_alpha / visible
+
+
+def predict_hosts(r, visible, alpha):
+    x, y = hosts_terms(r)
+    return r["compute_alone_s"] + r.get("codec_s", 0.0) + visible * (x + y * alpha)
+
+
+def hosts_report(paths, held_out_ranks):
+    """Fits on the runs with fewer ranks than `held_out_ranks`, prints the error on every run,
+    those held out marked."""
+    runs = load_hosts(paths)
+    train = [r for r in runs if r["ranks"] < held_out_ranks]
+    test = [r for r in runs if r["ranks"] >= held_out_ranks]
+    if len(train) < 2:
+        sys.exit(f"scaleout.py: fewer than 2 hosts-mode runs below {held_out_ranks} ranks to fit on")
+    visible, alpha = fit_hosts(train)
+    print(f"Fitted on {len(train)} hosts-mode runs of fewer than {held_out_ranks} ranks: visible "
+          f"fraction of the link time {visible:.2f}, {alpha * 1e3:.2f} ms per exchange; checked "
+          f"on {len(test)} runs of {held_out_ranks} ranks or more that the fit did not see.\n")
+    print("| ranks | link Mbit/s | method | buckets | bytes/step | exchanges | measured s | "
+          "predicted s | error | held out |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    held = []
+    for r in sorted(runs, key=lambda r: (r["ranks"], r["method"], r.get("extra", ""))):
+        predicted = predict_hosts(r, visible, alpha)
+        err = (predicted - r["step_s"]) / r["step_s"]
+        if r in test:
+            held.append(abs(err))
+        buckets = "wire 4/8 kB" if "0.004" in r.get("extra", "") else "one"
+        print(f"| {r['ranks']} | {r['link_mbit']:.1f} | {r['method']} | {buckets} | "
+              f"{r['bytes_per_step']:,.0f} | {r['exchanges']:.0f} | {r['step_s']:.3f} | "
+              f"{predicted:.3f} | {100 * err:+.0f}% | {'yes' if r in test else ''} |")
+    if held:
+        print(f"\nHeld-out runs: mean absolute error {100 * sum(held) / len(held):.1f}%, largest "
+              f"{100 * max(held):.0f}%.\n")
+    return visible, alpha
+
+
 def project(visible, latency, tflops, hbm, ranks, rates):
     out = {}
     for model, spec in MODELS.items():
@@ -137,7 +219,10 @@ def project(visible, latency, tflops, hbm, ranks, rates):
                     codec = METHODS[method]["passes"] * 2 * 4 * spec["params"] / (hbm * 1e9)
                     if method == "dense":
                         codec = 0.0
-                    buckets = max(1, math.ceil(spec["params"] * 4 / 25e6))
+                    # Buckets are cut by the bytes they send (Compressor::wire_bytes_per_value).
+                    m = METHODS[method]
+                    density = spec["psgd4"] if method.startswith("powersgd") else m["density"]
+                    buckets = max(1, math.ceil(spec["params"] * density * m["bytes"] / 25e6))
                     comm = nbytes * 8 / rate + messages * buckets * latency
                     step = compute + codec + visible * comm
                     out[(model, rate, method, p)] = {
@@ -148,12 +233,22 @@ def project(visible, latency, tflops, hbm, ranks, rates):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="?",
+                    help="bench/run_testbed.sh's results.jsonl (shared-link runs) to fit on")
+    ap.add_argument("--hosts", nargs="+", metavar="RUNS.jsonl",
+                    help="hosts-mode step runs (bench/testbed_bench.py, every rank its own link) to "
+                         "fit on instead, those of --held-out-ranks and more kept out of the fit")
+    ap.add_argument("--held-out-ranks", type=int, default=8)
     ap.add_argument("--plots")
     ap.add_argument("--tflops", type=float, default=40.0)
     ap.add_argument("--hbm-gbs", type=float, default=2000.0)
     ap.add_argument("--latency-us", type=float, default=25.0)
     args = ap.parse_args()
+    if args.hosts:
+        visible, _ = hosts_report(args.hosts, args.held_out_ranks)
+        return projection(visible, args)
+    if not args.results:
+        ap.error("give a results.jsonl or --hosts RUNS.jsonl ...")
     results = report_testbed.load(args.results)  # the latest of each run
     visible, alpha, errors = fit(results)
     print(f"Calibration on {len(errors)} measured runs: visible fraction of communication "
@@ -168,6 +263,10 @@ def main():
     mean_abs = sum(abs(e) for _, _, e in errors) / max(len(errors), 1)
     print(f"\nMean absolute error {100 * mean_abs:.1f}%, largest "
           f"{100 * max((abs(e) for _, _, e in errors), default=0):.0f}%.\n")
+    projection(visible, args)
+
+
+def projection(visible, args):
 
     ranks = [8, 16, 32, 64, 128, 256, 512, 1024]
     rates = [1e9, 1e10, 1e11]
