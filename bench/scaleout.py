@@ -267,7 +267,7 @@ def main():
 
 
 def projection(visible, args):
-
+    """Prints the projected efficiencies and crossovers (and plots them with --plots)."""
     ranks = [8, 16, 32, 64, 128, 256, 512, 1024]
     rates = [1e9, 1e10, 1e11]
     proj = project(visible, args.latency_us * 1e-6, args.tflops, args.hbm_gbs, ranks, rates)
@@ -287,6 +287,24 @@ def projection(visible, args):
                 half = next((p for p, e in zip(ranks, eff) if e < 0.5), None)
                 print(f"| {model} | {rate / 1e9:.0f} Gbit/s | {method} | {eff[0]:.2f} | "
                       f"{eff[3]:.2f} | {eff[-1]:.2f} | {worse or '-'} | {half or '-'} |")
+    ours = "pactrain80-ternary"
+    print(f"\nWhere {ours} overtakes each method (the smallest P of {ranks[0]}-{ranks[-1]} from "
+          "which its projected step stays shorter; '-' not by the largest, 'all' from the "
+          "first):\n")
+    others = [m for m in METHODS if m != ours and not m.startswith("pactrain")]
+    print("| model | link | " + " | ".join(others) + " |")
+    print("|---|---|" + "---:|" * len(others))
+    for model in MODELS:
+        for rate in rates:
+            cells = []
+            for other in others:
+                ahead = {p for p in ranks
+                         if proj[(model, rate, ours, p)]["step_s"] < proj[(model, rate, other, p)]["step_s"]}
+                # The smallest P from which it stays ahead up to the largest.
+                start = next((p for p in ranks if all(q in ahead for q in ranks if q >= p)), None)
+                cells.append("-" if start is None else "all" if start == ranks[0] else str(start))
+            print(f"| {model} | {rate / 1e9:.0f} Gbit/s | " + " | ".join(cells) + " |")
+    print()
     if args.plots:
         try:
             import matplotlib
