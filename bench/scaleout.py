@@ -85,6 +85,18 @@ def wire(method, spec, p):
 
 
 
+def least_squares_2(points):
+    """a and b minimising the squared error of t = a x + b y over (x, y, t) points (the 2x2 normal
+    equations)."""
+    sxx = sum(x * x for x, _, _ in points)
+    sxy = sum(x * y for x, y, _ in points)
+    syy = sum(y * y for _, y, _ in points)
+    sx = sum(x * t for x, _, t in points)
+    sy = sum(y * t for _, y, t in points)
+    det = sxx * syy - sxy * sxy
+    return (sx * syy - sy * sxy) / det, (sxx * sy - sxy * sx) / det
+
+
 def fit(results):
     """Least squares for alpha and hidden over our measured 2-rank runs."""
     # Compute is the model's compute-only step: a compressor that waits for a collective inside
@@ -107,19 +119,9 @@ def fit(results):
         messages = ring_messages(p) * buckets
         rows.append((r, transfer, messages))
     # step - compute - codec = (1 - h) * (transfer + messages * alpha): linear in (1 - h) and
-    # (1 - h) * alpha; solve the 2x2 normal equations.
-    sxx = sxy = syy = sx = sy = 0.0
-    for r, transfer, messages in rows:
-        target = r["step_s"] - r["compute_s"] - r["codec_s"]
-        x, y = transfer, messages
-        sxx += x * x
-        sxy += x * y
-        syy += y * y
-        sx += x * target
-        sy += y * target
-    det = sxx * syy - sxy * sxy
-    a = (sx * syy - sy * sxy) / det  # 1 - hidden
-    b = (sxx * sy - sxy * sx) / det  # (1 - hidden) * alpha
+    # (1 - h) * alpha.
+    a, b = least_squares_2([(transfer, messages, r["step_s"] - r["compute_s"] - r["codec_s"])
+                            for r, transfer, messages in rows])  # 1 - hidden, (1 - hidden) * alpha
     visible = min(max(a, 0.0), 1.0)
     alpha = max(b / a, 0.0) if a > 0 else 0.0
     errors = []
@@ -154,21 +156,12 @@ def hosts_terms(r):
 def fit_hosts(runs):
     """step = compute alone + codec + visible * (bytes * 8 / B + exchanges * alpha), by least
     squares over `runs`: the two unknowns enter as visible and visible * alpha."""
-    sxx = sxy = syy = sx = sy = 0.0
-    for r in runs:
-        x, y = hosts_terms(r)
-        target = r["step_s"] - r["compute_alone_s"] - r.get("codec_s", 0.0)
-        sxx += x * x
-        sxy += x * y
-        syy += y * y
-        sx += x * target
-        sy += y * target
-    det = sxx * syy - sxy * sxy
-    visible = (sx * syy - sy * sxy) / det
-    visible_alpha = (sxx * sy - sxy * sx) / det
+    points = [(*hosts_terms(r), r["step_s"] - r["compute_alone_s"] - r.get("codec_s", 0.0))
+              for r in runs]
+    visible, visible_alpha = least_squares_2(points)
     if visible_alpha < 0 or visible <= 0:
         # An exchange cannot cost less than nothing: the best fit with alpha = 0.
-        return sx / sxx, 0.0
+        return (sum(x * t for x, _, t in points) / sum(x * x for x, _, _ in points)), 0.0
     return visible, visible_alpha / visible
 
 
