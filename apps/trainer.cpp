@@ -345,10 +345,9 @@ TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device d
     const double allowance_s =
         checkpoint_bytes(*model, optimizer.get(), rank_state, group->size()) / 1e6;
     comm::TimeoutAllowance allowance(*group, allowance_s);
-    Tensor failed = Tensor::full({1}, failure ? 1.0f : 0.0f);
-    group->all_reduce(failed, comm::ReduceOp::max)->wait();
+    const bool any_failed = comm::any_rank_failed(*group, failure != nullptr);
     if (failure) std::rethrow_exception(failure);
-    PAC_CHECK(failed.item() == 0.0f,
+    PAC_CHECK(!any_failed,
               "rank {}: rank 0 could not write the checkpoint {} (its error is on its output)",
               rank, o.checkpoint);
   };

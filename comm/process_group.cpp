@@ -38,6 +38,12 @@ void ProcessGroup::count_bytes(const std::string& collective, uint64_t bytes) {
   bytes_by_collective_[collective] += bytes;
 }
 
+bool any_rank_failed(ProcessGroup& group, bool failed) {
+  Tensor flag = Tensor::full({1}, failed ? 1.0f : 0.0f);
+  group.all_reduce(flag, ReduceOp::max)->wait();
+  return flag.item() != 0.0f;
+}
+
 bool all_ranks_equal(ProcessGroup& group, uint64_t value) {
   if (group.size() == 1) return true;
   // Four 16-bit pieces and their negations: max over ranks of -x is -(min of x), so the maximum

@@ -129,6 +129,11 @@ class TimeoutAllowance {
 // A Work that is done when every one of `works` is (waits for them in order).
 WorkPtr all_of(std::vector<WorkPtr> works);
 
+// True when `failed` is true on any rank (one 4-byte all-reduce): after a part of a shared step
+// that can fail on one rank alone (scoring a pruning event, writing a checkpoint), every rank
+// learns it and all stop together.
+bool any_rank_failed(ProcessGroup& group, bool failed);
+
 // True when `value` is the same on every rank (one small all-reduce; every rank gets the answer,
 // so every rank can stop together). Used to check settings, masks and checksums.
 bool all_ranks_equal(ProcessGroup& group, uint64_t value);

@@ -437,10 +437,9 @@ std::vector<Tensor> Pruner::score_on_every_rank(ScoreContext& context) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   comm::TimeoutAllowance allowance(*group_, scored_s);
   // Whether every rank scored: an error on one stops them all, each naming its own.
-  Tensor failed = Tensor::full({1}, failure ? 1.0f : 0.0f);
-  group_->all_reduce(failed, comm::ReduceOp::max)->wait();
+  const bool any_failed = comm::any_rank_failed(*group_, failure != nullptr);
   if (failure) std::rethrow_exception(failure);
-  PAC_CHECK(failed.item() == 0.0f,
+  PAC_CHECK(!any_failed,
             "rank {}: another rank failed to score the pruning event (its error is on its output)",
             group_->rank());
   if (needs.data) {
