@@ -91,7 +91,8 @@ uint64_t checkpoint_bytes(const nn::Module& model, const optim::Optimizer* optim
 
 void save_checkpoint(const std::string& path, const models::ModelConfig& config, nn::Module& model,
                      const optim::Optimizer* optimizer, const RunPosition& position,
-                     const std::string& optimizer_name, const RunState& run) {
+                     const std::string& optimizer_name, const RunState& run,
+                     const std::string& recipe) {
   TensorFile file;
   for (auto& [name, p] : model.named_parameters()) {
     file.tensors[name] = p->data().detach();
@@ -116,6 +117,7 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
       {"prune", run.prune},
       {"sync", run.sync},
   };
+  if (!recipe.empty()) file.metadata["recipe"] = recipe;
   save_safetensors(path, file);
 }
 

@@ -25,9 +25,11 @@ struct RunPosition {
 std::string model_config_json(const models::ModelConfig& config);
 models::ModelConfig model_config_from_json(const std::string& json, const std::string& path);
 
+// `recipe`: the run's options (apps/recipe.h), kept in the metadata so `--config` can rerun it.
 void save_checkpoint(const std::string& path, const models::ModelConfig& config, nn::Module& model,
                      const optim::Optimizer* optimizer, const RunPosition& position,
-                     const std::string& optimizer_name, const RunState& run);
+                     const std::string& optimizer_name, const RunState& run,
+                     const std::string& recipe = "");
 
 // The bytes a checkpoint of this run takes, as every rank can count them (weights, buffers,
 // optimizer state, and `world` times one rank's own state): for how long the others wait while

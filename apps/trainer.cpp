@@ -103,8 +103,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Modu
   PAC_FAIL("--optimizer '{}' is not known; expected sgd or adamw", o.optimizer);
 }
 
-// Every rank must run the same model, compressor and batch; a mismatch would hang or silently
-// corrupt the run, so it is found at start-up by comparing a hash of the settings.
+// Every rank must run the same model, compressor, batch and sequence of collectives (how many
+// steps, evaluations and checkpoints); a mismatch would hang or silently corrupt the run, so it
+// is found at start-up by comparing a hash of the settings.
 void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
                        const models::ModelConfig& config) {
   if (group.size() == 1) return;
@@ -114,10 +115,15 @@ void check_ranks_agree(comm::ProcessGroup& group, const TrainOptions& o,
       o.optimizer, o.seed, o.prune, fmt::join(o.prune_options, ","), o.sparsity, o.prune_scope,
       o.prune_schedule, fmt::join(o.prune_exclude, ","), o.sync, o.sync_warmup, o.outer_lr,
       o.outer_momentum);
+  settings += fmt::format("|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", o.data, o.epochs, o.max_steps,
+                          o.train_subset, o.test_subset, o.synthetic_size, o.eval_every,
+                          o.eval_iters, o.checkpoint_every, o.skip_nonfinite, o.recalibrate_bn,
+                          o.allow_unused_parameters);
   PAC_CHECK(comm::all_ranks_equal(group, std::hash<std::string>{}(settings)),
-            "rank {}: the ranks were started with different settings (model, --compress, "
-            "--compress-opt, bucket sizes, --batch, --optimizer, --seed or pruning); start every "
-            "rank with the same command line",
+            "rank {}: the ranks were started with different settings (model, data, --compress, "
+            "--compress-opt, bucket sizes, --batch, --epochs, --max-steps, subsets, evaluation "
+            "and checkpoint intervals, --optimizer, --seed, --sync or pruning); start every rank "
+            "with the same command line",
             group.rank());
 }
 
@@ -326,7 +332,8 @@ TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device d
     RunState run =
         capture_run_state(*group, reducer.get(), o.compress, pruner.get(), sync_name, sync_state());
     if (group->size() == 1) {
-      save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run);
+      save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run,
+                      o.recipe);
       return;
     }
     std::exception_ptr failure;
@@ -334,7 +341,8 @@ TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device d
       try {
         if (fault.due("slow-checkpoint", position.step, rank))
           std::this_thread::sleep_for(std::chrono::seconds(3));
-        save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run);
+        save_checkpoint(o.checkpoint, config, *model, optimizer.get(), position, o.optimizer, run,
+                      o.recipe);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -352,6 +360,8 @@ TrainResult train_in_group(TrainOptions& o, const std::string& adapted, Device d
               rank, o.checkpoint);
   };
   MetricsWriter metrics(leader ? o.metrics : "", !o.resume.empty());
+  // The first record: what ran, so that `pactrain train --config METRICS` runs it again.
+  if (o.resume.empty() && !o.recipe.empty()) metrics.write({{"kind", "recipe"}, {"recipe", o.recipe}});
   const bool quiet = o.quiet || !leader;
   bool show_bar = !quiet && isatty(2);
   if (!quiet) {

@@ -74,6 +74,9 @@ struct TrainOptions {
   // At the end, print where the allocators' bytes went (core/memory_stats.h); the metrics get
   // the same numbers either way.
   bool memory_report = false;
+  // The run's options as a recipe (apps/recipe.h), recorded in the metrics file and checkpoints
+  // so that either reruns it; empty when the run was not started from the command line.
+  std::string recipe;
 };
 
 struct TrainResult {

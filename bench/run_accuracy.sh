@@ -38,20 +38,17 @@ runs=("$@")
 [ ${#runs[@]} -gt 0 ] && [ -z "${BUILD_DIR:-}" ] && "$root/scripts/build.sh" >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
-# ResNet-20's gradient is 1.09 MB: DDP's default buckets (1 MB first) put 96% of it in one bucket,
-# complete about 48 ms before backward ends. Three buckets let the first all-reduce start
-# about 145 ms before, for the pruning ramp's epochs that send up to four times the final bytes
-# (docs/results.md). Bucket sizes are bytes on the wire (since 2026-12-06; dense bytes before):
-# the coded methods (pactrain ternary, EF-signSGD, DGC) send 30 to 400 times less than fp32, so
-# they get buckets of 4 kB first and 8 kB after, which took their 2-rank steps at 10 Mbit/s from
-# 0.115 to 0.069 s (pactrain) and 0.106 to 0.076 s (EF-signSGD) (docs/results.md, "2, 4 and 8
-# ranks"). fp32 and dense runs compute the same with any layout; a ternary run draws its coin
-# flips per bucket, and top-k keeps its 0.1% per bucket (runs before 2026-12-04 evening: the
-# default layout).
-recipe=(--model resnet20 --data fashion-mnist --epochs 15 --lr 0.1 --optimizer sgd
-        --weight-decay 5e-4 --schedule onecycle --crop-padding 4 --flip --threads 1)
+# The recipes are files (apps/recipes): the 15-epoch ResNet-20 recipe, with fp32 buckets of
+# 0.4 MB first and 0.5 MB after (ResNet-20's gradient is 1.09 MB: DDP's default 1 MB first bucket
+# would hold 96% of it); and the coded methods' recipes on top of it (pactrain ternary,
+# EF-signSGD, DGC), whose buckets are 4 kB first and 8 kB after on the wire, which took their
+# 2-rank steps at 10 Mbit/s from 0.115 to 0.069 s (pactrain) and 0.106 to 0.076 s (EF-signSGD)
+# (docs/results.md, "2, 4 and 8 ranks"). fp32 and dense runs compute the same with any layout; a
+# ternary run draws its coin flips per bucket, and top-k keeps its 0.1% per bucket (runs before
+# 2026-12-04 evening: the default layout; bucket sizes are bytes on the wire since 2026-12-06,
+# dense bytes before).
+recipes="$root/apps/recipes"
 fp32_buckets=(--first-bucket-mb 0.4 --bucket-mb 0.5)
-coded_buckets=(--first-bucket-mb 0.004 --bucket-mb 0.008)
 global_batch=128
 steps_per_epoch=$((60000 / global_batch))  # 468: Fashion-MNIST has 60,000 training images
 launch=(mpirun) at=""
@@ -63,7 +60,6 @@ if [ -n "${TESTBED_HOSTFILE:-}" ]; then
 fi
 
 for run in "${runs[@]+"${runs[@]}"}"; do
-  momentum=(--momentum 0.9 --nesterov)
   # A -seedN suffix only changes the seed; the rest of the name says what runs.
   seed=1 name="$run"
   if [[ "$run" =~ ^(.+)-seed([0-9]+)$ ]]; then
@@ -122,28 +118,29 @@ for run in "${runs[@]+"${runs[@]}"}"; do
         --hook "${hook:-allreduce}" --sync "$sync" --ranks "$ranks" --epochs 15 --batch "$batch" \
         --lr 0.1 --seed "$seed" "${outer[@]+"${outer[@]}"}" > "$out/$name.log" 2>&1
       continue ;;
-    dense | fp16 | terngrad | signsgd) extra=(--compress "$base") ;;
+    dense | fp16 | terngrad) extra=(--config "$recipes/resnet20-fashion-mnist.toml" --compress "$base") ;;
+    signsgd) extra=(--config "$recipes/resnet20-signsgd.toml") ;;
     # DGC's momentum correction moves the gradient; the optimizer's momentum then moves only
     # the weight decay, as DGC's own optimizer (runs before 2026-12-04 trained with --momentum 0,
-    # so the weight decay had no momentum: topk-decay-unmoved).
-    topk) extra=(--compress topk --compress-opt ratio=0.001 --compress-opt momentum=0.9
-                 --compress-opt warmup_epochs=4 --compress-opt "epoch_steps=$steps_per_epoch") ;;
-    randomk) extra=(--compress randomk --compress-opt ratio=0.01) ;;
-    powersgd[0-9]) extra=(--compress powersgd --compress-opt "rank=${base#powersgd}") ;;
+    # so the weight decay had no momentum: topk-decay-unmoved). Its warm-up counts epochs of 468
+    # steps: the global batch is 128 on any number of ranks.
+    topk) extra=(--config "$recipes/resnet20-dgc.toml") ;;
+    randomk) extra=(--config "$recipes/resnet20-fashion-mnist.toml" --compress randomk --compress-opt ratio=0.01) ;;
+    powersgd[0-9]) extra=(--config "$recipes/resnet20-fashion-mnist.toml" --compress powersgd
+                          --compress-opt "rank=${base#powersgd}") ;;
     [pt][0-9][0-9])
-      enc=fp32; [ "${base:0:1}" = t ] && enc=ternary
-      extra=(--compress pactrain --compress-opt "enc=$enc" "${codec[@]+"${codec[@]}"}" --prune magnitude
-             --sparsity "0.${base:1:2}" --prune-scope global --prune-exclude conv1.weight
-             --prune-schedule "gradual:$((ramp_start * steps_per_epoch)):$((ramp_end * steps_per_epoch)):117") ;;
+      # resnet20-pactrain.toml is t80; fp32 values (p*) take the fp32 buckets.
+      extra=(--config "$recipes/resnet20-pactrain.toml" "${codec[@]+"${codec[@]}"}"
+             --sparsity "0.${base:1:2}"
+             --prune-schedule "gradual:$((ramp_start * steps_per_epoch)):$((ramp_end * steps_per_epoch)):117")
+      if [ "${base:0:1}" = p ]; then extra+=(--compress-opt enc=fp32 "${fp32_buckets[@]}"); fi ;;
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
             "-noef, -rampE, -rampS-E), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH (then -outerLRmM), then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
-  buckets=("${fp32_buckets[@]}")
-  case "$base" in t[0-9][0-9] | signsgd | topk) buckets=("${coded_buckets[@]}") ;; esac
-  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${recipe[@]}" "${buckets[@]}" \
-    --batch "$batch" --seed "$seed" "${momentum[@]}" "${extra[@]}" \
+  "${launch[@]}" "${over[@]+"${over[@]}"}" -np "$ranks" "$build/pactrain" train "${extra[@]}" \
+    --batch "$batch" --seed "$seed" \
     --sync "$sync" "${outer[@]+"${outer[@]}"}" --metrics "$out/$name.jsonl" > "$out/$name.log" 2>&1
 done
 

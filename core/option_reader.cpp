@@ -1,6 +1,7 @@
 #include "core/option_reader.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -30,8 +31,22 @@ std::optional<double> parse_number(const std::string& text) {
   }
 }
 
+namespace {
+
+// Set while option_keys() runs its factory: finish() then throws the keys asked for.
+thread_local bool listing_keys = false;
+struct ListedKeys {
+  std::vector<std::string> keys;
+};
+
+}  // namespace
+
+void OptionReader::ask(const std::string& key) {
+  if (used_.insert(key).second) asked_.push_back(key);
+}
+
 double OptionReader::number(const std::string& key, double fallback) {
-  used_.insert(key);
+  ask(key);
   auto it = options_.find(key);
   if (it == options_.end()) return fallback;
   const std::optional<double> value = parse_number(it->second);
@@ -39,8 +54,19 @@ double OptionReader::number(const std::string& key, double fallback) {
   return *value;
 }
 
+int64_t OptionReader::integer(const std::string& key, int64_t fallback) {
+  ask(key);
+  auto it = options_.find(key);
+  if (it == options_.end()) return fallback;
+  const std::optional<double> value = parse_number(it->second);
+  // 2^53: beyond it a double no longer holds every whole number.
+  PAC_CHECK(value && *value == std::floor(*value) && std::fabs(*value) <= 9007199254740992.0,
+            "{} {}={} for {}: expected a whole number", flag_, key, it->second, owner_);
+  return static_cast<int64_t>(*value);
+}
+
 bool OptionReader::flag(const std::string& key, bool fallback) {
-  used_.insert(key);
+  ask(key);
   auto it = options_.find(key);
   if (it == options_.end()) return fallback;
   if (it->second == "true" || it->second == "1") return true;
@@ -49,7 +75,7 @@ bool OptionReader::flag(const std::string& key, bool fallback) {
 }
 
 std::string OptionReader::choice(const std::string& key, const std::vector<std::string>& choices) {
-  used_.insert(key);
+  ask(key);
   auto it = options_.find(key);
   if (it == options_.end()) return choices.front();
   for (const auto& c : choices) {
@@ -60,10 +86,26 @@ std::string OptionReader::choice(const std::string& key, const std::vector<std::
 }
 
 void OptionReader::finish() const {
+  if (listing_keys) throw ListedKeys{asked_};
   for (const auto& [key, value] : options_) {
     PAC_CHECK(used_.count(key), "{} {}: {} has no option '{}' (it takes: {})", flag_, key, owner_,
-              key, used_.empty() ? "none" : fmt::format("{}", fmt::join(used_, ", ")));
+              key, used_.empty() ? "none" : fmt::format("{}", fmt::join(asked_, ", ")));
   }
+}
+
+std::vector<std::string> option_keys(const std::function<void(const OptionMap&)>& make) {
+  listing_keys = true;
+  try {
+    make({});
+  } catch (const ListedKeys& listed) {
+    listing_keys = false;
+    return listed.keys;
+  } catch (...) {
+    listing_keys = false;
+    throw;
+  }
+  listing_keys = false;
+  return {};  // it read no options
 }
 
 }  // namespace pac

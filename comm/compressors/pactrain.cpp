@@ -587,7 +587,7 @@ std::unique_ptr<Compressor> make_pactrain(const CompressorOptions& options) {
   if (ef && !options.count("scale")) scale = "previous";  // the default with error feedback
   auto clip = static_cast<float>(read.number("clip", ternary ? 2.5 : 0.0));
   read.number("levels", 1);  // read by pactrain_levels
-  auto seed = static_cast<uint64_t>(read.number("seed", 0));
+  auto seed = static_cast<uint64_t>(read.integer("seed", 0));
   read.finish();
   Encoding encoding = Encoding::fp32;
   for (Encoding e :

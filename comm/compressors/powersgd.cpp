@@ -249,9 +249,9 @@ class PowerSgd : public Compressor {
 
 std::unique_ptr<Compressor> make_powersgd(const CompressorOptions& options) {
   OptionReader read("--compress-opt", "powersgd", options);
-  auto rank = static_cast<int64_t>(read.number("rank", 2));
-  auto start_iter = static_cast<int64_t>(read.number("start_iter", 10));
-  auto seed = static_cast<uint64_t>(read.number("seed", 0));
+  auto rank = read.integer("rank", 2);
+  auto start_iter = read.integer("start_iter", 10);
+  auto seed = static_cast<uint64_t>(read.integer("seed", 0));
   read.finish();
   PAC_CHECK(rank >= 1, "powersgd: rank must be >= 1, got {}", rank);
   PAC_CHECK(start_iter >= 0, "powersgd: start_iter must be >= 0, got {}", start_iter);

@@ -108,7 +108,7 @@ std::unique_ptr<Compressor> make_randomk(const CompressorOptions& options) {
   OptionReader read("--compress-opt", "randomk", options);
   double ratio = read.number("ratio", 0.01);
   bool error_feedback = read.flag("error_feedback", true);
-  auto seed = static_cast<uint64_t>(read.number("seed", 0));
+  auto seed = static_cast<uint64_t>(read.integer("seed", 0));
   read.finish();
   PAC_CHECK(ratio > 0.0 && ratio <= 1.0, "randomk: ratio must be in (0, 1], got {}", ratio);
   return std::make_unique<RandomK>(ratio, error_feedback, seed);

@@ -154,7 +154,7 @@ class TernGrad : public Compressor {
 std::unique_ptr<Compressor> make_terngrad(const CompressorOptions& options) {
   OptionReader read("--compress-opt", "terngrad", options);
   auto clip = static_cast<float>(read.number("clip", 2.5));
-  auto seed = static_cast<uint64_t>(read.number("seed", 0));
+  auto seed = static_cast<uint64_t>(read.integer("seed", 0));
   read.finish();
   PAC_CHECK(clip == 0.0f || clip >= 1.0f,
             "--compress-opt clip={} for terngrad: a layer's scale is clipped to clip x the root "

@@ -268,10 +268,10 @@ std::unique_ptr<Compressor> make_topk(const CompressorOptions& options) {
   o.ratio = read.number("ratio", 0.01);
   o.momentum = read.number("momentum", 0.0);
   o.masking = read.flag("masking", true);
-  o.warmup_steps = static_cast<int64_t>(read.number("warmup_steps", 0));
+  o.warmup_steps = read.integer("warmup_steps", 0);
   o.clip = read.number("clip", 0.0);
-  o.warmup_epochs = static_cast<int64_t>(read.number("warmup_epochs", 0));
-  o.epoch_steps = static_cast<int64_t>(read.number("epoch_steps", 0));
+  o.warmup_epochs = read.integer("warmup_epochs", 0);
+  o.epoch_steps = read.integer("epoch_steps", 0);
   read.finish();
   PAC_CHECK(o.warmup_epochs >= 0 && (o.warmup_epochs == 0 || o.epoch_steps > 0),
             "topk: warmup_epochs={} needs epoch_steps=S, the steps of one epoch (> 0), got {}",

@@ -31,7 +31,7 @@ class SynFlow : public Criterion {
     return {.global_scope = true, .rounds = rounds_, .changes_weights = true};
   }
   void configure(OptionReader& options) override {
-    rounds_ = static_cast<int64_t>(options.number("rounds", 100));
+    rounds_ = options.integer("rounds", 100);
   }
 
   std::vector<Tensor> score(const NamedParameters& params, ScoreContext& context) override {
