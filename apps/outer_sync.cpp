@@ -136,9 +136,8 @@ comm::ReducerStepStats OuterSync::synchronise(bool with_buffers) {
     return stats;
   }
   reducer_.set_paused(false);
-  // The buffers first: the Reducer counts what the rank sent since its last step, so this
-  // synchronisation's bytes hold them.
-  if (with_buffers) average_buffers();
+  // The buffers first; the Reducer counts its own collectives only, so they are added below.
+  const uint64_t buffer_bytes = with_buffers ? average_buffers() : 0;
   // The pseudo-gradient, anchor - local, into each gradient (compact where a mask is: the same
   // kept entries on every rank, zero elsewhere).
   comm::ReducerStepStats stats = reducer_.reduce_now([&] {
@@ -163,6 +162,7 @@ comm::ReducerStepStats OuterSync::synchronise(bool with_buffers) {
   outer_->step();
   for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].second->data());
   pending_ = 0;
+  stats.bytes_sent += buffer_bytes;
   return stats;
 }
 

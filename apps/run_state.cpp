@@ -76,6 +76,8 @@ RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
   if (pruner) {
     state.prune = pruner->options().criterion;
     state.pruner = pruner->state();
+    // Between synchronisations each rank observed its own gradients.
+    if (sync != "step") add_prefixed(mine, "criterion.", pruner->criterion_state());
   }
   state.ranks = gather_to_rank0(group, mine);
   return state;
@@ -114,6 +116,8 @@ StateDict restore_run_state(const RunState& state, const std::string& path,
   std::memcpy(generator.data(), words.raw_data(), sizeof(generator));
   default_generator().set_state(generator);
   StateDict sync_state = read.section("sync.");
+  StateDict criterion_state = read.section("criterion.");
+  if (pruner && !criterion_state.empty()) pruner->load_criterion_state(criterion_state);
   read.finish();
   return sync_state;
 }

@@ -1,10 +1,12 @@
 // RunState: what a resumed run needs besides the weights, masks, buffers and optimizer state to
 // continue bit-identically. Two kinds:
 //   shared   the pruner's (criterion sums, imp's rewind weights, event count); rank 0's copy
-//            stands for all, since only rank 0 scores;
+//            stands for all, since every rank observes the same reduced gradients and rank 0's
+//            masks are the masks;
 //   per rank the compressor's (error-feedback residuals, PowerSGD factors, step counters) and
 //            the random generator's, which differ between ranks; with --sync local or diloco
-//            also the inner optimizer's (each rank's own moments) and the outer optimizer's.
+//            also the inner optimizer's (each rank's own moments), the outer optimizer's and
+//            the criterion's sums (each rank observed its own gradients).
 //            They are gathered to rank 0, which writes the one checkpoint file, and each rank
 //            takes its own back on resume.
 #pragma once
@@ -23,7 +25,8 @@ struct RunState {
   std::string prune;          // the --prune criterion ("" without pruning)
   std::string sync = "step";  // the --sync mode
   StateDict pruner;
-  std::vector<StateDict> ranks;  // per rank: "compressor.<key>", "generator" and "sync.<key>"
+  // Per rank: "compressor.<key>", "generator", "sync.<key>" and "criterion.<key>".
+  std::vector<StateDict> ranks;
 };
 
 // Every rank calls this at the same step; rank 0 gets every rank's state in `ranks`, the others

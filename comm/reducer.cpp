@@ -206,7 +206,7 @@ void Reducer::follow_masks() {
 ReducerStepStats Reducer::reduce_now(const std::function<void()>& fill) {
   PAC_CHECK(!paused_, "reducer: reduce_now() while paused");
   PAC_CHECK(!step_started_, "reducer: reduce_now() in the middle of a backward pass");
-  step_started_ = true;
+  start_step();
   declared_loss_finite_ = true;  // no loss: the verdict is the gradients'
   follow_masks();
   fill();
@@ -220,12 +220,20 @@ void Reducer::load_compressor_state(const StateDict& state) {
   compressor_->load_state(state, buckets_, *group_);
 }
 
+// The step's counts start at its first gradient: what the group sent before it (a pruning event's
+// masks, the buffers shared for an evaluation, a checkpoint) is not this step's.
+void Reducer::start_step() {
+  step_started_ = true;
+  bytes_at_step_start_ = group_->bytes_sent();
+  exchanges_at_step_start_ = group_->exchanges();
+}
+
 void Reducer::mark_ready(size_t parameter) {
   if (paused_) return;
   // The first gradient of a step: masks change only between steps, so this is where the buckets
   // catch up with them, before any bucket is reduced.
   if (!step_started_) {
-    step_started_ = true;
+    start_step();
     follow_masks();
   }
   const auto [bucket, entry] = where_[parameter];
@@ -284,7 +292,10 @@ void Reducer::check_finite(const Bucket& bucket) {
 }
 
 ReducerStepStats Reducer::finalize(bool loss_is_finite) {
-  if (!step_started_) follow_masks();  // no gradient arrived (every parameter unused)
+  if (!step_started_) {  // no gradient arrived (every parameter unused)
+    start_step();
+    follow_masks();
+  }
   if (next_launch_ < buckets_.size()) {
     std::vector<std::string> missing;
     for (size_t b = next_launch_; b < buckets_.size(); ++b) {

@@ -98,6 +98,7 @@ class Reducer {
   Compressor& compressor() { return *compressor_; }
 
  private:
+  void start_step();
   void mark_ready(size_t parameter);  // by registration order
   // What each gradient costs on the wire, as the compressor says.
   WireBytes wire_bytes() const;

@@ -64,6 +64,9 @@ struct CriterionNeeds {
   bool data = false;
   // Its scores only compare across layers: --prune-scope layer is refused, global the default.
   bool global_scope = false;
+  // Global ranking suits it best, but per-layer ranking is allowed: global is the default and
+  // --prune-scope layer is accepted.
+  bool global_by_default = false;
   // Scores and prunes this many times per event, the masks installed between rounds and the
   // density falling geometrically from the current one to the event's target (SynFlow's
   // iterative schedule).
@@ -85,10 +88,21 @@ class Criterion {
   // One score tensor per parameter of `params`, f32 or f64 (for products whose range f32 cannot
   // hold): shaped like it (entry granularity) or [shape[0]] (output_channel). Scores of
   // already-pruned entries are ignored: masks only shrink. Any other score that is not finite is
-  // an error naming its parameter.
+  // an error naming its parameter. An event that prunes nothing (a gradual schedule's first, at
+  // 0%) does not call it, so sums that observe() accumulates carry on to the next event.
+  //
+  // The gradients: for a pruned weight, .grad is compact (the kept entries only, as the
+  // all-reduce carries them); p->dense_grad() is the gradient in the weight's shape, zero at
+  // pruned entries. A per-entry criterion reads dense_grad().
   virtual std::vector<Tensor> score(const NamedParameters& params, ScoreContext& context) = 0;
-  // Called on every rank after every training step's backward and all-reduce with the same
-  // parameters, for criteria that accumulate over steps (taylor); the gradients are in .grad.
+  // For criteria that accumulate over steps (taylor, movement): called on every rank after every
+  // applied training step's backward and gradient reduction, before gradient clipping and the
+  // optimizer step, with the same parameters as score(). It sees the gradient as the compressor
+  // delivered it: the ranks' average, decoded (with enc=ternary the ternary-coded values, not
+  // the exact ones); a skipped step is not observed. Under --sync local or diloco a step
+  // reduces nothing: it sees this rank's own gradient, so the ranks' sums differ. Such a
+  // criterion declares needs().data, so that an event averages the ranks' scores, and its
+  // state() is kept per rank in checkpoints.
   virtual void observe(const NamedParameters& params) { (void)params; }
   // What observe() accumulated, for checkpoints. load_state gets the same parameters as observe.
   virtual StateDict state() const { return {}; }

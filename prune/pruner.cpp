@@ -88,11 +88,12 @@ Pruner::Pruner(nn::Module& model, const PrunerOptions& options, comm::ProcessGro
       schedule_(options.schedule, options.sparsity, options.steps_per_epoch) {
   PAC_CHECK(options.scope.empty() || options.scope == "layer" || options.scope == "global",
             "--prune-scope '{}' is not known; expected layer or global", options.scope);
-  const bool wants_global = criterion_->needs().global_scope;
-  PAC_CHECK(!(wants_global && options.scope == "layer"),
+  const CriterionNeeds needs = criterion_->needs();
+  PAC_CHECK(!(needs.global_scope && options.scope == "layer"),
             "--prune {} ranks weights across layers only: it needs --prune-scope global (its "
             "default), got layer",
             options.criterion);
+  const bool wants_global = needs.global_scope || needs.global_by_default;
   scope_ = options.scope == "global" || (options.scope.empty() && wants_global) ? Scope::global
                                                                                 : Scope::layer;
   options_.scope = scope_ == Scope::global ? "global" : "layer";
@@ -205,9 +206,16 @@ double Pruner::sparsity() const {
 }
 
 void Pruner::observe() {
-  // On every rank: the gradients are the all-reduced ones, so every rank's sums are the same and
-  // any rank can score.
+  // On every rank. Under step synchronisation the gradients are the reduced ones, so the ranks'
+  // sums are the same; under local SGD and DiLoCo each rank's are its own (criterion.h says what
+  // that asks of a criterion).
   criterion_->observe(prunable_);
+}
+
+StateDict Pruner::criterion_state() const { return criterion_->state(); }
+
+void Pruner::load_criterion_state(const StateDict& state) {
+  criterion_->load_state(state, prunable_);
 }
 
 PruneStep Pruner::step(int64_t step, ScoreContext& context, bool ranks_agree) {
@@ -221,7 +229,10 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context, bool ranks_agree) {
   if (!waiting_.due || !ranks_agree) return {};
   MemoryTagScope tag(MemoryTag::pruning);
   const PruneEvent event = std::exchange(waiting_, PruneEvent{});
-  prune_to(event.sparsity, context);
+  // Masks only shrink: an event whose target the masks already meet (a gradual schedule's first,
+  // at 0%) scores nothing, so an accumulating criterion keeps its sums for the next one.
+  const bool prunes = event.sparsity > sparsity();
+  if (prunes) prune_to(event.sparsity, context);
   if (event.rewind) {
     NoGradGuard no_grad;
     auto named = model_.named_parameters();
@@ -232,7 +243,7 @@ PruneStep Pruner::step(int64_t step, ScoreContext& context, bool ranks_agree) {
       named[i].second->apply_mask(data);
     }
   }
-  return {true, event.rewind};
+  return {prunes || event.rewind, event.rewind};
 }
 
 std::vector<Tensor> Pruner::keep_decisions(const std::vector<Tensor>& scores,
@@ -329,8 +340,10 @@ std::vector<Tensor> Pruner::checked_scores(const std::vector<Tensor>& scores) co
       if (span.alive != nullptr && !span.alive[u]) continue;  // a pruned unit's score is unread
       const double v = span.at(u);
       PAC_CHECK(std::isfinite(v),
-                "criterion {} gave '{}' a score of {} at {} {} (of {}); scores must be finite: "
-                "for products that overflow f32, return f64 scores",
+                "{}criterion {} gave '{}' a score of {} at {} {} (of {}); scores must be "
+                "finite: return f64 scores for products that overflow f32, and look for a "
+                "division by zero, a log of zero, or a NaN in the weights or gradients",
+                group_->size() > 1 ? fmt::format("rank {}: ", group_->rank()) : "",
                 criterion_->name(), prunable_[i].first, v,
                 g == Granularity::entry ? "entry" : "channel", u, units);
     }

@@ -76,6 +76,10 @@ class Pruner {
   // to agree ("waiting_sparsity", "waiting_rewind"). The masks are the parameters'.
   StateDict state() const;
   void load_state(const StateDict& state);
+  // The criterion's own part of state(): what observe() accumulated. Under local SGD and DiLoCo
+  // it differs between ranks, so checkpoints keep it per rank.
+  StateDict criterion_state() const;
+  void load_criterion_state(const StateDict& state);
 
  private:
   // This rank's scores for one round (f64, on the host; averaged over the ranks for a criterion

@@ -6,7 +6,8 @@ A Markdown file marks a code block with an HTML comment on the line before it:
     ```cpp
     ...the whole file...
     ```
-and the block must equal that file (relative to the repository root) exactly.
+and the block must equal that file (relative to the repository root) exactly. A page that says
+"one new file of N lines" must show a first block of N lines.
 Usage: check_doc_code.py [--fix] ROOT DOC.md [DOC.md ...]; exits 1 naming every block that
 differs. --fix copies the files into their blocks instead.
 """
@@ -37,6 +38,13 @@ for doc in docs:
             failures += 1
         elif source.read_text() != block:
             print(f"{doc}: the block marked {path} differs from the file; copy the file into it")
+            failures += 1
+    claim = re.search(r"file of (\d+) lines", text)
+    first = pattern.search(text)
+    if claim and first and (root / first.group(2)).exists():
+        lines = len((root / first.group(2)).read_text().splitlines())
+        if lines != int(claim.group(1)):
+            print(f"{doc}: says its file has {claim.group(1)} lines; {first.group(2)} has {lines}")
             failures += 1
 if checked == 0:
     print("no marked code blocks found in " + " ".join(docs))

@@ -98,7 +98,10 @@ TEST_CASE("criterion options: read by the criterion, an unknown one refused") {
                        Error);
   CHECK(prune::make_criterion("synflow", {{"rounds", "7"}})->needs().rounds == 7);
   CHECK_THROWS_WITH_AS(prune::make_criterion("synflow", {{"rounds", "many"}}),
-                       "--prune-opt rounds=many for synflow: expected a number", Error);
+                       "--prune-opt rounds=many for synflow: expected a whole number", Error);
+  CHECK_THROWS_WITH_AS(prune::make_criterion("synflow", {{"rounds", "2.5"}}),
+                       "--prune-opt rounds=2.5 for synflow: expected a whole number", Error);
+  CHECK(prune::make_criterion("synflow", {{"rounds", "1e2"}})->needs().rounds == 100);
   CHECK_THROWS_WITH_AS(prune::make_criterion("synflow", {{"rounds", "0"}}),
                        doctest::Contains("rounds must be at least 1, got 0"), Error);
 }
@@ -140,8 +143,53 @@ TEST_CASE("scores: f64 beyond f32's range rank as they should; a NaN names its p
   prune::Pruner with_nan(*other, options("probe", 0.5), comm::make_local_group());
   CHECK_THROWS_WITH_AS(with_nan.prune_to(0.5, context),
                        "criterion probe gave '0.weight' a score of nan at entry 3 (of 400); "
-                       "scores must be finite: for products that overflow f32, return f64 scores",
+                       "scores must be finite: return f64 scores for products that overflow f32, "
+                       "and look for a division by zero, a log of zero, or a NaN in the weights "
+                       "or gradients",
                        Error);
+}
+
+// A criterion that prefers global ranking without requiring it, and one that counts its calls.
+struct Preferring : prune::Criterion {
+  int* scored = nullptr;
+  std::string name() const override { return "prefers-global"; }
+  prune::CriterionNeeds needs() const override { return {.global_by_default = true}; }
+  std::vector<Tensor> score(const prune::NamedParameters& params, prune::ScoreContext&) override {
+    if (scored) ++*scored;
+    std::vector<Tensor> scores;
+    for (const auto& [name, p] : params) scores.push_back(prune::abs_of(p->data()));
+    return scores;
+  }
+};
+
+TEST_CASE("a criterion that prefers global ranking gets it by default and accepts layer") {
+  prune::register_criterion("prefers-global", [] { return std::make_unique<Preferring>(); });
+  auto model = mlp();
+  CHECK(prune::Pruner(*model, options("prefers-global", 0.5, ""), comm::make_local_group())
+            .scope() == prune::Scope::global);
+  CHECK(prune::Pruner(*model, options("prefers-global", 0.5, "layer"), comm::make_local_group())
+            .scope() == prune::Scope::layer);
+}
+
+TEST_CASE("an event at 0% scores nothing and reports no pruning; the next one scores") {
+  int scored = 0;
+  prune::register_criterion("counting", [&scored] {
+    auto c = std::make_unique<Preferring>();
+    c->scored = &scored;
+    return c;
+  });
+  auto model = mlp();
+  prune::PrunerOptions o = options("counting", 0.5);
+  o.schedule = "gradual:0:4:2";  // events before steps 0 (0%), 2 and 4 (50%)
+  prune::Pruner pruner(*model, o, comm::make_local_group());
+  prune::ScoreContext context;
+  CHECK_FALSE(pruner.step(0, context).pruned);
+  CHECK(scored == 0);
+  CHECK(pruner.sparsity() == 0.0);
+  CHECK_FALSE(pruner.step(1, context).pruned);
+  CHECK(pruner.step(2, context).pruned);
+  CHECK(scored == 1);
+  CHECK(pruner.sparsity() > 0.0);
 }
 
 TEST_CASE("rounds: the density falls geometrically, masks installed between rounds") {
