@@ -59,10 +59,10 @@ void add_model_options(CLI::App& cmd, models::ModelConfig& m, bool data_dependen
 
 void add_prune_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
   const std::string group = "Pruning";
-  cmd.add_option("--prune", o.prune,
-                 "pruning criterion: " +
-                     fmt::format("{}", fmt::join(prune::criterion_names(), ", ")) +
-                     " (default: no pruning)")
+  cmd.add_option(
+         "--prune", o.prune,
+         "pruning criterion: " + fmt::format("{}", fmt::join(prune::criterion_names(), ", ")) +
+             " (default: no pruning)")
       ->group(group);
   cmd.add_option("--sparsity", o.sparsity, "final fraction of the prunable weights pruned")
       ->capture_default_str()

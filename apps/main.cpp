@@ -128,11 +128,11 @@ int main(int argc, char** argv) {
       if (!configs.empty()) from_recipe = apply_recipes(*train_cmd, read_recipes(configs));
       o.compress_options = merge_key_values("--compress-opt", from_recipe.compress_options,
                                             train_lists.compress_options);
-      o.prune_options = merge_key_values("--prune-opt", from_recipe.prune_options,
-                                         train_lists.prune_options);
+      o.prune_options =
+          merge_key_values("--prune-opt", from_recipe.prune_options, train_lists.prune_options);
       o.decay_1d = !train_lists.no_decay_1d;
-      o.recipe = recipe_text(*train_cmd, {key_value_pairs(o.compress_options),
-                                          key_value_pairs(o.prune_options)});
+      o.recipe = recipe_text(
+          *train_cmd, {key_value_pairs(o.compress_options), key_value_pairs(o.prune_options)});
       if (print_config) {
         std::fputs(o.recipe.c_str(), stdout);
         return 0;

@@ -108,9 +108,8 @@ RecipeTables apply_recipe(CLI::App& command, const Recipe& recipe) {
       pairs.push_back(item.name + "=" + item.inputs.front());
       continue;
     }
-    PAC_CHECK(!is_table(item.name),
-              "--config {}: '{}' must be a table of key = value lines ([{}])", source, item.name,
-              item.name);
+    PAC_CHECK(!is_table(item.name), "--config {}: '{}' must be a table of key = value lines ([{}])",
+              source, item.name, item.name);
     PAC_CHECK(!is_output_option(item.name),
               "--config {}: '{}' says where a run's output goes; give --{} on the command line",
               source, item.name, item.name);

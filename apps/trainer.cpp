@@ -108,8 +108,8 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
   if (pruner_) settings.after_reduce = [&] { pruner_->observe(); };
   // A local step (local SGD, DiLoCo) reduces nothing: this rank checks its own gradients.
   const bool local = outer_ && outer_->begin_step(position_.step);
-  const StepOutcome outcome = train_step(*model_, params_, *optimizer_,
-                                         local ? nullptr : reducer_.get(), batch, settings);
+  const StepOutcome outcome =
+      train_step(*model_, params_, *optimizer_, local ? nullptr : reducer_.get(), batch, settings);
   cost.comm.bytes_sent += outcome.comm.bytes_sent;
   cost.comm.codec_s += outcome.comm.codec_s;
   cost.comm.comm_exposed_s += outcome.comm.comm_exposed_s;
@@ -146,12 +146,13 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
     totals.loss_sum += outcome.loss;
     ++totals.loss_count;
   }
+  ++totals.steps;
   totals.bytes_sum += static_cast<double>(cost.comm.bytes_sent);
   totals.samples += static_cast<double>(batch.targets.numel() * world_);
 
   const double step_s = seconds_since(step_start);
-  if (position_.step % o_.log_every == 0 || b + 1 == batches_ ||
-      position_.step == total_steps_ || cost.outer_s > 0.0) {
+  if (position_.step % o_.log_every == 0 || b + 1 == batches_ || position_.step == total_steps_ ||
+      cost.outer_s > 0.0) {
     write_step_record(epoch, outcome.loss, lr, step_s, cost, counted_passes() - passes_before,
                       cpu_allocator_stats().allocations - allocations_before,
                       batch.targets.numel());
@@ -189,7 +190,7 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
 void TrainingRun::end_epoch(int64_t epoch, const EpochTotals& totals) {
   if (show_bar_) std::fprintf(stderr, "\n");
   result_.train_loss = totals.loss_count ? totals.loss_sum / totals.loss_count : 0.0;
-  result_.bytes_per_step = totals.loss_count ? totals.bytes_sum / totals.loss_count : 0.0;
+  result_.bytes_per_step = totals.steps ? totals.bytes_sum / totals.steps : 0.0;
   result_.samples_per_s = totals.samples / std::max(seconds_since(totals.start), 1e-9);
   result_.test = evaluate();
   if (!leader_) return;
@@ -225,9 +226,9 @@ void TrainingRun::finish() {
   std::printf("\n%-16s %-12s %-10s %-10s %-22s %s\n", "compressor", "test acc", "samples/s",
               "density", "bytes/step (per rank)", "dense would send");
   std::printf("%-16s %-12s %-10.0f %-10s %-22.0f %.0f (%.3fx)\n", o_.compress.c_str(),
-              fmt::format("{:.2f}%", 100.0 * result_.test.accuracy).c_str(),
-              result_.samples_per_s, fmt::format("{:.1f}%", 100.0 * result_.density).c_str(),
-              result_.bytes_per_step, result_.dense_bytes_per_step,
+              fmt::format("{:.2f}%", 100.0 * result_.test.accuracy).c_str(), result_.samples_per_s,
+              fmt::format("{:.1f}%", 100.0 * result_.density).c_str(), result_.bytes_per_step,
+              result_.dense_bytes_per_step,
               result_.dense_bytes_per_step > 0
                   ? result_.bytes_per_step / result_.dense_bytes_per_step
                   : 0.0);

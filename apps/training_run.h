@@ -31,9 +31,9 @@ double seconds_since(Clock::time_point t);
 // ran; and apart from those, what the group sent for other purposes since the step before.
 struct StepCost {
   comm::ReducerStepStats comm;
-  double outer_s = 0.0;         // synchronisations (local SGD, DiLoCo) and streaming turns
-  uint64_t pruning_bytes = 0;   // a pruning event's scores, masks and checks
-  uint64_t eval_bytes = 0;      // the batch-norm buffers shared before an evaluation
+  double outer_s = 0.0;           // synchronisations (local SGD, DiLoCo) and streaming turns
+  uint64_t pruning_bytes = 0;     // a pruning event's scores, masks and checks
+  uint64_t eval_bytes = 0;        // the batch-norm buffers shared before an evaluation
   uint64_t checkpoint_bytes = 0;  // per-rank state gathered to rank 0, and the verdict
 };
 
@@ -41,7 +41,9 @@ struct StepCost {
 struct EpochTotals {
   Clock::time_point start = Clock::now();
   double loss_sum = 0.0, bytes_sum = 0.0, samples = 0.0;
-  int64_t loss_count = 0, first_batch = 0;
+  int64_t loss_count = 0;  // applied steps, whose losses the mean takes
+  int64_t steps = 0;       // every step, skipped ones too: each sent its bytes
+  int64_t first_batch = 0;
 };
 
 class TrainingRun {
@@ -76,9 +78,8 @@ class TrainingRun {
   void write_checkpoint();
   StateDict sync_state() const;
   nlohmann::json evaluation_record(const char* kind, int64_t epoch, const EvalResult& held) const;
-  void write_step_record(int64_t epoch, float loss, float lr, double step_s,
-                         const StepCost& cost, uint64_t passes, size_t allocations,
-                         int64_t samples);
+  void write_step_record(int64_t epoch, float loss, float lr, double step_s, const StepCost& cost,
+                         uint64_t passes, size_t allocations, int64_t samples);
   void draw_progress(int64_t epoch, int64_t b, float loss, double samples_per_s,
                      double eta_s) const;
 

@@ -147,11 +147,11 @@ StateDict TrainingRun::sync_state() const {
 // every rank learns whether the write worked.
 void TrainingRun::write_checkpoint() {
   const uint64_t bytes_before = group_->bytes_sent();
-  RunState run = capture_run_state(*group_, reducer_.get(), o_.compress, pruner_.get(),
-                                   sync_name_, sync_state());
+  RunState run = capture_run_state(*group_, reducer_.get(), o_.compress, pruner_.get(), sync_name_,
+                                   sync_state());
   if (world_ == 1) {
-    save_checkpoint(o_.checkpoint, config_, *model_, optimizer_.get(), position_, o_.optimizer,
-                    run, o_.recipe);
+    save_checkpoint(o_.checkpoint, config_, *model_, optimizer_.get(), position_, o_.optimizer, run,
+                    o_.recipe);
     return;
   }
   std::exception_ptr failure;
@@ -168,15 +168,14 @@ void TrainingRun::write_checkpoint() {
   // A disk slower than 1 MB/s is taken for a hung one.
   StateDict rank_state = sync_state();
   if (reducer_) add_prefixed(rank_state, "compressor.", reducer_->compressor().state());
-  const double allowance_s =
-      checkpoint_bytes(*model_, optimizer_.get(), rank_state, world_) / 1e6;
+  const double allowance_s = checkpoint_bytes(*model_, optimizer_.get(), rank_state, world_) / 1e6;
   comm::TimeoutAllowance allowance(*group_, allowance_s);
   const bool any_failed = comm::any_rank_failed(*group_, failure != nullptr);
   between_steps_.checkpoint_bytes += group_->bytes_sent() - bytes_before;
   if (failure) std::rethrow_exception(failure);
   PAC_CHECK(!any_failed,
-            "rank {}: rank 0 could not write the checkpoint {} (its error is on its output)",
-            rank_, o_.checkpoint);
+            "rank {}: rank 0 could not write the checkpoint {} (its error is on its output)", rank_,
+            o_.checkpoint);
 }
 
 nlohmann::json TrainingRun::evaluation_record(const char* kind, int64_t epoch,
@@ -197,31 +196,30 @@ void TrainingRun::write_step_record(int64_t epoch, float loss, float lr, double 
                                     const StepCost& cost, uint64_t passes, size_t allocations,
                                     int64_t samples) {
   const comm::ReducerStepStats& c = cost.comm;
-  metrics_->write(
-      {{"kind", "step"},
-       {"step", position_.step},
-       {"epoch", epoch},
-       {"loss", loss},
-       {"lr", lr},
-       {"samples_per_s", samples / std::max(step_s, 1e-9) * world_},
-       {"step_s", step_s},
-       {"bytes_sent", c.bytes_sent},
-       {"pruning_bytes", cost.pruning_bytes},
-       {"eval_bytes", cost.eval_bytes},
-       {"checkpoint_bytes", cost.checkpoint_bytes},
-       {"compute_s", std::max(0.0, step_s - c.comm_exposed_s - c.codec_s)},
-       {"codec_s", c.codec_s},
-       {"comm_exposed_s", c.comm_exposed_s},
-       {"outer_s", cost.outer_s},
-       {"exchanges", c.exchanges},
-       {"exchanges_after_backward", c.exchanges_after_backward},
-       {"codec_kernels", c.codec_kernels},
-       {"gradient_passes", passes},
-       {"allocations", allocations},
-       {"gpu_bytes", device_.is_cpu() ? 0 : cuda_allocator_stats().current_bytes},
-       {"gpu_peak_bytes", device_.is_cpu() ? 0 : cuda_allocator_stats().peak_bytes},
-       {"density", pruner_ ? 1.0 - pruner_->sparsity() : 1.0},
-       {"world_size", world_}});
+  metrics_->write({{"kind", "step"},
+                   {"step", position_.step},
+                   {"epoch", epoch},
+                   {"loss", loss},
+                   {"lr", lr},
+                   {"samples_per_s", samples / std::max(step_s, 1e-9) * world_},
+                   {"step_s", step_s},
+                   {"bytes_sent", c.bytes_sent},
+                   {"pruning_bytes", cost.pruning_bytes},
+                   {"eval_bytes", cost.eval_bytes},
+                   {"checkpoint_bytes", cost.checkpoint_bytes},
+                   {"compute_s", std::max(0.0, step_s - c.comm_exposed_s - c.codec_s)},
+                   {"codec_s", c.codec_s},
+                   {"comm_exposed_s", c.comm_exposed_s},
+                   {"outer_s", cost.outer_s},
+                   {"exchanges", c.exchanges},
+                   {"exchanges_after_backward", c.exchanges_after_backward},
+                   {"codec_kernels", c.codec_kernels},
+                   {"gradient_passes", passes},
+                   {"allocations", allocations},
+                   {"gpu_bytes", device_.is_cpu() ? 0 : cuda_allocator_stats().current_bytes},
+                   {"gpu_peak_bytes", device_.is_cpu() ? 0 : cuda_allocator_stats().peak_bytes},
+                   {"density", pruner_ ? 1.0 - pruner_->sparsity() : 1.0},
+                   {"world_size", world_}});
 }
 
 // One line on the terminal, redrawn in place: steps, loss, throughput and time left.

@@ -183,8 +183,7 @@ void TrainingRun::build_sync() {
                                          o_.flip, false});
     // The default takes what a small training set has; a number given must be there.
     if (o_.recalibrate_bn < 0) {
-      recalibrate_batches_ =
-          std::min(recalibrate_batches_, recalibration_loader_->num_batches());
+      recalibrate_batches_ = std::min(recalibrate_batches_, recalibration_loader_->num_batches());
     }
     PAC_CHECK(recalibration_loader_->num_batches() >= recalibrate_batches_,
               "--recalibrate-bn {}: the training set has only {} batches of {}",
@@ -202,10 +201,10 @@ void TrainingRun::build_sync() {
   // Re-estimated before every evaluation, the batch-norm statistics need not travel.
   if (recalibration_loader_)
     sync_options_.unshared_buffers = nn::recalibrated_buffer_names(*model_);
-  outer_ = std::make_unique<OuterSync>(
-      *model_, *reducer_, group_, sync_options_,
-      sync_options_.fragments > 0 ? comm::make_compressor(o_.compress, o_.compress_options)
-                                  : nullptr);
+  outer_ = std::make_unique<OuterSync>(*model_, *reducer_, group_, sync_options_,
+                                       sync_options_.fragments > 0
+                                           ? comm::make_compressor(o_.compress, o_.compress_options)
+                                           : nullptr);
   // Under local SGD and DiLoCo each rank's optimizer has its own state, and the outer optimizer
   // its momentum: every checkpoint step is a synchronisation, after which these and the
   // parameters are all a resumed run needs.
@@ -249,17 +248,15 @@ void TrainingRun::resume() {
 // What is about to run, in a few lines (rank 0 only).
 void TrainingRun::print_plan() const {
   if (quiet_) return;
-  std::printf("training %s (%ld parameters) on %s: %ld %s, %ld steps per epoch%s\n",
-              model_->describe().c_str(), static_cast<long>(model_->num_parameters()),
-              data_.name().c_str(),
-              static_cast<long>(data_.is_text() ? data_.text->train.numel() : data_.train.size()),
-              data_.is_text() ? "training characters" : "samples", static_cast<long>(batches_),
-              o_.resume.empty() ? ""
-                                : fmt::format(", resuming at step {}", position_.step).c_str());
+  std::printf(
+      "training %s (%ld parameters) on %s: %ld %s, %ld steps per epoch%s\n",
+      model_->describe().c_str(), static_cast<long>(model_->num_parameters()), data_.name().c_str(),
+      static_cast<long>(data_.is_text() ? data_.text->train.numel() : data_.train.size()),
+      data_.is_text() ? "training characters" : "samples", static_cast<long>(batches_),
+      o_.resume.empty() ? "" : fmt::format(", resuming at step {}", position_.step).c_str());
   if (reducer_) {
-    std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n",
-                world_, group_->backend().c_str(), o_.compress.c_str(),
-                reducer_->buckets().size());
+    std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n", world_,
+                group_->backend().c_str(), o_.compress.c_str(), reducer_->buckets().size());
   }
   if (gradient_has_momentum_ && o_.momentum > 0.0f) {
     std::printf(

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that the README's "What a fresh machine needs" table lists exactly the Debian packages
+"""Checks that docs/building.md's "What a fresh machine needs" table lists exactly the Debian packages
 scripts/setup.sh installs, so that the page a new user reads cannot drift from the script.
 Usage: check_setup_list.py ROOT; exits 1 naming each package found in only one of them.
 """
@@ -14,19 +14,19 @@ if not listed:
     sys.exit("scripts/setup.sh: no packages=(...) list found")
 installed = {p for p in listed.group(1).split() if not p.startswith('"$')}
 
-readme = (root / "README.md").read_text()
+readme = (root / "docs/building.md").read_text()
 section = re.search(r"^## What a fresh machine needs\n(.*?)(?=^## |\Z)", readme, re.S | re.M)
 if not section:
-    sys.exit("README.md: no '## What a fresh machine needs' section")
+    sys.exit("docs/building.md: no '## What a fresh machine needs' section")
 rows = [line for line in section.group(1).splitlines() if line.startswith("| `")]
 documented = {name for row in rows for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
 
 ok = True
 for name in sorted(installed - documented):
-    print(f"scripts/setup.sh installs {name}, but the README's table does not list it")
+    print(f"scripts/setup.sh installs {name}, but docs/building.md's table does not list it")
     ok = False
 for name in sorted(documented - installed):
-    print(f"the README's table lists {name}, but scripts/setup.sh does not install it")
+    print(f"docs/building.md's table lists {name}, but scripts/setup.sh does not install it")
     ok = False
-print(f"{len(installed)} packages checked" if ok else "README.md and scripts/setup.sh disagree")
+print(f"{len(installed)} packages checked" if ok else "docs/building.md and scripts/setup.sh disagree")
 sys.exit(0 if ok else 1)

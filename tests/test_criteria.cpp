@@ -165,8 +165,9 @@ struct Preferring : prune::Criterion {
 TEST_CASE("a criterion that prefers global ranking gets it by default and accepts layer") {
   prune::register_criterion("prefers-global", [] { return std::make_unique<Preferring>(); });
   auto model = mlp();
-  CHECK(prune::Pruner(*model, options("prefers-global", 0.5, ""), comm::make_local_group())
-            .scope() == prune::Scope::global);
+  CHECK(
+      prune::Pruner(*model, options("prefers-global", 0.5, ""), comm::make_local_group()).scope() ==
+      prune::Scope::global);
   CHECK(prune::Pruner(*model, options("prefers-global", 0.5, "layer"), comm::make_local_group())
             .scope() == prune::Scope::layer);
 }

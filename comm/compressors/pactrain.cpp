@@ -55,12 +55,29 @@
 #include "comm/compressors/builtin.h"
 #include "comm/compressors/pactrain_auto.h"
 #include "comm/compressors/pactrain_kernels.h"
+#include "comm/compressors/pactrain_ternary.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/option_reader.h"
 
 namespace pac::comm {
+
+const char* encoding_name(Encoding e) {
+  switch (e) {
+    case Encoding::fp32:
+      return "fp32";
+    case Encoding::bf16:
+      return "bf16";
+    case Encoding::fp16:
+      return "fp16";
+    case Encoding::ternary:
+      return "ternary";
+    case Encoding::automatic:
+      return "auto";
+  }
+  return "?";
+}
 
 namespace {
 bool is_weight(const BucketEntry& e) { return e.param->shape().size() >= 2; }
@@ -94,52 +111,6 @@ PactrainLayout pactrain_layout(const Bucket& bucket) {
 }
 
 namespace {
-
-enum class Encoding { fp32, bf16, fp16, ternary, automatic };
-
-const char* encoding_name(Encoding e) {
-  switch (e) {
-    case Encoding::fp32:
-      return "fp32";
-    case Encoding::bf16:
-      return "bf16";
-    case Encoding::fp16:
-      return "fp16";
-    case Encoding::ternary:
-      return "ternary";
-    case Encoding::automatic:
-      return "auto";
-  }
-  return "?";
-}
-
-// Everything a bucket needs, built once per mask change.
-struct Plan {
-  int bucket = 0;
-  std::vector<uint64_t> mask_versions;  // of the bucket's parameters when the plan was built
-  bool compact = false;  // some weight in the bucket is pruned: its gradient is stored compact
-  bool dense = true;     // nothing to code or compact: all-reduced as `dense` does
-  int64_t count = 0;     // values in the bucket
-  Encoding encoding = Encoding::fp32;
-  Tensor wire;  // bf16 or f16 [K], or ternary's TernaryWire of the coded values; unused for fp32
-  TernaryWire layout;          // ternary: how the codes are laid out in `wire`
-  int64_t prepare_chunks = 1;  // GPU: blocks per weight in the first pass
-  Tensor prepare_scratch;      // GPU: their partial maxima and sums of squares
-  // Ternary only. The weights' values are coded, the 1-D parameters' values sent in fp32.
-  Tensor coded;          // i32 [C]: bucket positions of the coded values
-  Tensor plain;          // i32 [P]: bucket positions of the fp32 values
-  Tensor values;         // f32 [C]: gradient plus residual, the values to code
-  Tensor plain_values;   // f32 [P]: the fp32 values, already divided by the world size
-  Tensor residual;       // f32 [C]: error feedback, as the step starts
-  Tensor next_residual;  // f32 [C]: what this step leaves; end_step swaps them if it is applied
-  std::vector<int64_t> entry_begin;  // per coded weight and one past the end: its range in values
-  Tensor begin;                      // entry_begin as i64, on the bucket's device (GPU kernels)
-  Tensor scale;                      // f32 [coded weights]: per-weight scales, shared by all ranks
-  Tensor next_scale;         // f32 [coded weights]: scale=previous, this step's maxima for the next
-  bool scale_known = false;  // scale=previous: `scale` holds the previous step's maxima
-  uint64_t steps = 0;
-  bool coded_this_step = false;  // end_step has residuals and scales to commit
-};
 
 class Pactrain : public Compressor {
  public:
@@ -180,7 +151,7 @@ class Pactrain : public Compressor {
   // scales travel in one coalesced all-reduce (with the step's verdict on the last bucket), so a
   // bucket pays its round trips once.
   WorkPtr reduce(Bucket& bucket, ProcessGroup& group) override {
-    Plan& plan = plans_[bucket.index];
+    PactrainPlan& plan = plans_[bucket.index];
     if (!plan_is_current(plan, bucket)) build_plan(plan, bucket, group);
     if (plan.dense || plan.encoding == Encoding::fp32) {
       ++kernels_;  // the average's division, as in dense: the bucket is the send buffer
@@ -249,7 +220,7 @@ class Pactrain : public Compressor {
                 "compressor pactrain: saved encoding {} of bucket {} is not one of fp32, bf16, "
                 "fp16, ternary",
                 encoding, bucket.index);
-      Plan& plan = plans_[bucket.index];
+      PactrainPlan& plan = plans_[bucket.index];
       build_plan(plan, bucket, group, static_cast<Encoding>(encoding));
       PAC_CHECK(!plan.dense,
                 "compressor pactrain: the checkpoint has a plan for bucket {} with encoding {}, "
@@ -288,7 +259,7 @@ class Pactrain : public Compressor {
   }
 
  private:
-  static bool plan_is_current(const Plan& plan, const Bucket& bucket) {
+  static bool plan_is_current(const PactrainPlan& plan, const Bucket& bucket) {
     if (plan.mask_versions.size() != bucket.entries.size()) return false;
     for (size_t e = 0; e < bucket.entries.size(); ++e) {
       if (plan.mask_versions[e] != bucket.entries[e].param->mask_version()) return false;
@@ -298,9 +269,9 @@ class Pactrain : public Compressor {
 
   // `restored`: the encoding a checkpoint recorded, instead of choosing one (enc=auto measures,
   // and a measurement would not repeat).
-  void build_plan(Plan& plan, const Bucket& bucket, ProcessGroup& group,
+  void build_plan(PactrainPlan& plan, const Bucket& bucket, ProcessGroup& group,
                   std::optional<Encoding> restored = std::nullopt) {
-    plan = Plan();
+    plan = PactrainPlan();
     plan.bucket = bucket.index;
     for (const auto& e : bucket.entries) plan.mask_versions.push_back(e.param->mask_version());
     const PactrainLayout layout = pactrain_layout(bucket);
@@ -316,7 +287,7 @@ class Pactrain : public Compressor {
   }
 
   // The wire buffer, and for ternary the positions, scales and residuals.
-  void allocate(Plan& plan, const Bucket& bucket, int world) {
+  void allocate(PactrainPlan& plan, const Bucket& bucket, int world) {
     const int64_t k = bucket.flat.numel();
     const Device device = bucket.flat.device();
     plan.wire = Tensor();
@@ -336,50 +307,15 @@ class Pactrain : public Compressor {
       case Encoding::ternary:
         break;
     }
-    std::vector<int64_t> coded, plain;
-    for (const auto& e : bucket.entries) {
-      auto& into = is_weight(e) ? coded : plain;
-      if (is_weight(e)) plan.entry_begin.push_back(static_cast<int64_t>(coded.size()));
-      for (int64_t j = 0; j < e.numel; ++j) into.push_back(e.offset + j);
-    }
-    plan.entry_begin.push_back(static_cast<int64_t>(coded.size()));
-    auto positions = [&](const std::vector<int64_t>& p) {
-      Tensor t = Tensor::empty({static_cast<int64_t>(p.size())}, DType::i32);
-      for (size_t j = 0; j < p.size(); ++j) t.data<int32_t>()[j] = static_cast<int32_t>(p[j]);
-      return t.to(device);
-    };
-    plan.coded = positions(coded);
-    plan.plain = positions(plain);
-    const int64_t c = plan.coded.numel(), weights = plan.entry_begin.size() - 1;
-    plan.values = Tensor::zeros({c}, DType::f32, device);
-    plan.plain_values = Tensor::zeros({plan.plain.numel()}, DType::f32, device);
-    plan.begin = Tensor::from_indices(plan.entry_begin, {weights + 1}).to(device);
-    plan.scale = Tensor::zeros({weights}, DType::f32, device);
-    if (!device.is_cpu()) {
-      int64_t largest = 0;
-      for (int64_t w = 0; w < weights; ++w)
-        largest = std::max(largest, plan.entry_begin[w + 1] - plan.entry_begin[w]);
-      plan.prepare_chunks = gpu::ternary_prepare_chunks(largest);
-      plan.prepare_scratch = Tensor::zeros({2 * weights * plan.prepare_chunks}, DType::f32, device);
-    }
-    plan.next_scale = Tensor::zeros({weights}, DType::f32, device);
-    // GPU buckets travel over NCCL, which has no 16-bit integer type.
-    plan.layout = ternary_wire(world, levels_, /*int16=*/device.is_cpu());
-    plan.wire = Tensor::zeros({plan.layout.elements(c)}, plan.layout.dtype, device);
-    if (error_feedback_) {
-      plan.residual = Tensor::zeros({c}, DType::f32, device);
-      plan.next_residual = Tensor::zeros({c}, DType::f32, device);
-    }
+    allocate_ternary(plan, bucket, world, ternary());
   }
 
-  // The seed of one step's ternary coin flips: different per rank, step and bucket.
-  uint64_t coding_seed(const Plan& plan, int rank) const {
-    return seed_ ^ (uint64_t(rank) << 32) ^ (plan.steps * 0x9e3779b97f4a7c15ull) ^
-           (uint64_t(plan.bucket) << 52);
+  TernarySettings ternary() const {
+    return {error_feedback_, previous_scale_, clip_, levels_, seed_};
   }
 
   // bf16/fp16: the bucket divided by the world size, converted into the wire.
-  void encode_half(Plan& plan, const Bucket& bucket, int world) {
+  void encode_half(PactrainPlan& plan, const Bucket& bucket, int world) {
     const float* g = bucket.flat.data<float>();
     const int64_t k = bucket.flat.numel();
     const float inv_world = 1.0f / static_cast<float>(world);
@@ -398,7 +334,7 @@ class Pactrain : public Compressor {
   }
 
   // The reduced sums back into the bucket: the averaged gradient.
-  void decode_half(Plan& plan, Bucket& bucket) {
+  void decode_half(PactrainPlan& plan, Bucket& bucket) {
     timed([&] {
       Tensor& w = plan.wire;
       float* v = bucket.flat.data<float>();
@@ -414,84 +350,30 @@ class Pactrain : public Compressor {
     });
   }
 
-  // Ternary, first pass: the values to code (gradient plus residual) and each weight's maximum of
-  // their magnitudes; the 1-D parameters' values, divided by the world size, into their fp32
-  // vector. A fresh scale must be known on every rank before coding, so its all-reduce-max is
-  // waited for here; scale=previous does without the wait. Queuing the coding on the
-  // communication thread instead, so that backward never waits, was measured slower on CPU ranks
-  // that share their cores with MPI's spinning progress loop (ResNet-18, 2 ranks on 2 cores,
-  // 1 Gbit/s: 77 samples/s against 99 with the wait).
-  void prepare_ternary(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
-    const float* g = bucket.flat.data<float>();
-    const float inv_world = 1.0f / static_cast<float>(group.size());
-    const float* r = error_feedback_ ? plan.residual.data<float>() : nullptr;
-    // This step's maxima: the scales to code with (fresh), or the next step's (previous).
-    Tensor& maxima = previous_scale_ ? plan.next_scale : plan.scale;
-    const int32_t* coded = plan.coded.data<int32_t>();
-    const int32_t* plain = plan.plain.data<int32_t>();
-    timed([&] {
-      if (bucket.flat.is_cuda()) {
-        gpu::ternary_prepare(g, coded, r, plan.values.data<float>(), plan.begin.data<int64_t>(),
-                             plan.scale.numel(), plan.prepare_chunks, clip_, maxima.data<float>(),
-                             plan.prepare_scratch.data<float>());
-        gpu::gather_scaled(g, plain, plan.plain.numel(), inv_world, plan.plain_values.raw_data(),
-                           DType::f32);
-        return;
-      }
-      ternary_prepare(g, coded, r, plan.values.data<float>(), plan.entry_begin, clip_,
-                      maxima.data<float>());
-      float* pv = plan.plain_values.data<float>();
-      for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) pv[j] = g[plain[j]] * inv_world;
-    });
+  // Ternary's passes (pactrain_ternary.h), timed as the codec's. A fresh scale must be known on
+  // every rank before coding, so its all-reduce-max is waited for after the first pass;
+  // scale=previous does without the wait. Queuing the coding on the communication thread
+  // instead, so that backward never waits, was measured slower on CPU ranks that share their
+  // cores with MPI's spinning progress loop (ResNet-18, 2 ranks on 2 cores, 1 Gbit/s:
+  // 77 samples/s against 99 with the wait).
+  void prepare_ternary(PactrainPlan& plan, const Bucket& bucket, ProcessGroup& group) {
+    timed([&] { comm::prepare_ternary(plan, bucket, group.size(), ternary()); });
     if (!previous_scale_ || !plan.scale_known) {
       if (previous_scale_) plan.scale.copy_(plan.next_scale);
       // On the GPU this orders the coding after the maxima's all-reduce; the host goes on.
       group.all_reduce(plan.scale, ReduceOp::max)->wait();
     }
   }
-
-  // Ternary, second pass: the codes into the wire, and what they leave unsent into the residual.
-  void encode_ternary(Plan& plan, ProcessGroup& group) {
-    const TernaryWire& layout = plan.layout;
-    const uint64_t seed = coding_seed(plan, group.rank());
-    float* res = error_feedback_ ? plan.next_residual.data<float>() : nullptr;
-    timed([&] {
-      if (plan.values.is_cuda()) {
-        gpu::ternary_encode(plan.values.data<float>(), plan.scale.data<float>(),
-                            plan.begin.data<int64_t>(), plan.scale.numel(), plan.values.numel(),
-                            seed, res, plan.wire.raw_data(),
-                            {layout.bits, layout.per_word, layout.dtype, layout.levels});
-        return;
-      }
-      ternary_encode(plan.values.data<float>(), plan.entry_begin, plan.scale.data<float>(), seed,
-                     plan.wire, layout, res);
-    });
+  void encode_ternary(PactrainPlan& plan, ProcessGroup& group) {
+    timed([&] { comm::encode_ternary(plan, group.rank(), ternary()); });
   }
-
-  // Ternary, last pass: the reduced sums and the averaged fp32 values back into the bucket.
-  void decode_ternary(Plan& plan, Bucket& bucket, int world) {
-    float* v = bucket.flat.data<float>();
-    const int32_t* coded = plan.coded.data<int32_t>();
-    const int32_t* plain = plan.plain.data<int32_t>();
-    timed([&] {
-      if (bucket.flat.is_cuda()) {
-        const TernaryWire& w = plan.layout;
-        gpu::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype, w.levels}, world,
-                            plan.scale.data<float>(), plan.begin.data<int64_t>(),
-                            plan.scale.numel(), plan.values.numel(), v, coded);
-        cuda::index_scatter(v, plain, plan.plain_values.data<float>(), plan.plain.numel());
-        return;
-      }
-      ternary_decode(plan.wire, plan.layout, world, plan.entry_begin, plan.scale.data<float>(), v,
-                     coded);
-      const float* pv = plan.plain_values.data<float>();
-      for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) v[plain[j]] = pv[j];
-    });
+  void decode_ternary(PactrainPlan& plan, Bucket& bucket, int world) {
+    timed([&] { comm::decode_ternary(plan, bucket, world); });
   }
 
   // enc=auto (pactrain_auto.h). The codecs run on a copy of the bucket: the gradient in it is
   // this step's.
-  Encoding choose(Plan& plan, const Bucket& bucket, ProcessGroup& group) {
+  Encoding choose(PactrainPlan& plan, const Bucket& bucket, ProcessGroup& group) {
     const Device device = bucket.flat.device();
     const bool saved_ef = error_feedback_;
     error_feedback_ = false;  // calibration must not leave a residual behind
@@ -554,7 +436,8 @@ class Pactrain : public Compressor {
   float clip_;  // > 0: a weight's scale is at most clip x the root mean square of its values
   int levels_;  // ternary's codes are -levels..levels (1: TernGrad's -1, 0, 1)
   uint64_t seed_;
-  std::map<int, Plan> plans_;  // by bucket index; a map, so pending work's references stay valid
+  std::map<int, PactrainPlan>
+      plans_;  // by bucket index; a map, so pending work's references stay valid
 };
 
 }  // namespace
