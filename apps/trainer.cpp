@@ -111,6 +111,7 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
   const StepOutcome outcome =
       train_step(*model_, params_, *optimizer_, local ? nullptr : reducer_.get(), batch, settings);
   cost.comm.bytes_sent += outcome.comm.bytes_sent;
+  cost.comm.verdict_bytes += outcome.comm.verdict_bytes;
   cost.comm.codec_s += outcome.comm.codec_s;
   cost.comm.comm_exposed_s += outcome.comm.comm_exposed_s;
   cost.comm.codec_kernels += outcome.comm.codec_kernels;
@@ -124,6 +125,7 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
     const double turn_s = seconds_since(turn_start);
     cost.outer_s += turn_s;
     cost.comm.bytes_sent += turn.bytes_sent;
+    cost.comm.verdict_bytes += turn.verdict_bytes;
     cost.comm.comm_exposed_s += turn_s;
   }
   // The end of a period: the ranks agree again. The end of an epoch, a checkpoint step or the

@@ -79,6 +79,7 @@ void TrainingRun::synchronise(bool with_buffers, StepCost& cost) {
   const double took_s = seconds_since(start);
   cost.outer_s += took_s;
   cost.comm.bytes_sent += stats.bytes_sent;
+  cost.comm.verdict_bytes += stats.verdict_bytes;
   cost.comm.codec_s += stats.codec_s;
   cost.comm.exchanges += stats.exchanges;
   cost.comm.exchanges_after_backward += stats.exchanges;
@@ -204,6 +205,8 @@ void TrainingRun::write_step_record(int64_t epoch, float loss, float lr, double 
                    {"samples_per_s", samples / std::max(step_s, 1e-9) * world_},
                    {"step_s", step_s},
                    {"bytes_sent", c.bytes_sent},
+                   {"gradient_bytes", c.bytes_sent - c.verdict_bytes},
+                   {"verdict_bytes", c.verdict_bytes},
                    {"pruning_bytes", cost.pruning_bytes},
                    {"eval_bytes", cost.eval_bytes},
                    {"checkpoint_bytes", cost.checkpoint_bytes},

@@ -402,8 +402,13 @@ class MpiGroup : public ProcessGroup {
     int64_t count;
     DType dtype;
     ReduceOp op;
+    const char* purpose;  // the segment's, for bytes_sent_for
     int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
   };
+  // After sending `pieces`: the share of a segment with a purpose.
+  void count_purposes(const std::vector<Piece>& pieces) {
+    for (const auto& p : pieces) count_purpose(p.purpose, static_cast<uint64_t>(p.bytes()));
+  }
   static int64_t bytes_of(const std::vector<Piece>& pieces) {
     int64_t n = 0;
     for (const auto& p : pieces) n += p.bytes();
@@ -419,7 +424,7 @@ class MpiGroup : public ProcessGroup {
       const int64_t n = s.tensor.numel(), begin = n * c / size_, end = n * (c + 1) / size_;
       const size_t elem = dtype_size(s.tensor.dtype());
       pieces.push_back({static_cast<char*>(s.tensor.raw_data()) + begin * elem, end - begin,
-                        s.tensor.dtype(), s.op});
+                        s.tensor.dtype(), s.op, s.purpose});
     }
     return pieces;
   }
@@ -459,6 +464,7 @@ class MpiGroup : public ProcessGroup {
       std::vector<Piece> in = chunk(segments, (rank_ - s - 2 + 2 * size_) % size_);
       char* received = incoming_buffer(bytes_of(in));
       exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
+      count_purposes(out);
       reduce_pieces(in, received);
     }
   }
@@ -472,6 +478,7 @@ class MpiGroup : public ProcessGroup {
       // One segment is received in place; several through the receive buffer.
       char* received = in.size() == 1 ? in.front().data : incoming_buffer(bytes_of(in));
       exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
+      count_purposes(out);
       if (in.size() == 1) continue;
       for (const auto& p : in) {
         std::memcpy(p.data, received, p.bytes());
@@ -490,8 +497,8 @@ class MpiGroup : public ProcessGroup {
     if (size_ == 1) return;
     std::vector<Piece> pieces;
     for (auto& s : segments)
-      pieces.push_back(
-          {static_cast<char*>(s.tensor.raw_data()), s.tensor.numel(), s.tensor.dtype(), s.op});
+      pieces.push_back({static_cast<char*>(s.tensor.raw_data()), s.tensor.numel(), s.tensor.dtype(),
+                        s.op, s.purpose});
     const int64_t bytes = bytes_of(pieces);
     // Several segments are reduced in a packed copy (their pieces then point into it).
     std::vector<Piece> work = pieces;
@@ -512,6 +519,7 @@ class MpiGroup : public ProcessGroup {
     if (rank_ < 2 * extra) {
       if (rank_ % 2 == 0) {
         send_only(data, bytes, rank_ + 1);
+        count_purposes(work);
         virtual_rank = -1;
       } else {
         char* received = incoming_buffer(bytes);
@@ -528,12 +536,14 @@ class MpiGroup : public ProcessGroup {
             partner_virtual < extra ? 2 * partner_virtual + 1 : partner_virtual + extra;
         char* received = incoming_buffer(bytes);
         exchange(data, bytes, partner, received, bytes, partner, "all_reduce");
+        count_purposes(work);
         reduce_pieces(work, received);
       }
     }
     if (rank_ < 2 * extra) {
       if (rank_ % 2 == 1) {
         send_only(data, bytes, rank_ - 1);
+        count_purposes(work);
       } else {
         receive_checked(data, bytes, rank_ + 1);
         count_exchange();

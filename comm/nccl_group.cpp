@@ -160,7 +160,10 @@ class NcclGroup : public ProcessGroup {
       if (!s.tensor.is_cuda()) return ProcessGroup::all_reduce_coalesced(std::move(segments));
       keep.push_back(s.tensor);
     }
-    for (const auto& s : segments) count_bytes("all_reduce", ring_bytes(s.tensor.nbytes()) * 2);
+    for (const auto& s : segments) {
+      count_bytes("all_reduce", ring_bytes(s.tensor.nbytes()) * 2);
+      count_purpose(s.purpose, ring_bytes(s.tensor.nbytes()) * 2);
+    }
     return launch("all_reduce", keep, [&](cudaStream_t stream) {
       NCCL_CHECK(ncclGroupStart());
       for (const auto& s : segments) {

@@ -32,6 +32,18 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<ReduceSegment> segments) 
   return all_of(std::move(works));
 }
 
+uint64_t ProcessGroup::bytes_sent_for(const std::string& purpose) const {
+  std::lock_guard<std::mutex> lock(bytes_mutex_);
+  auto it = bytes_by_purpose_.find(purpose);
+  return it == bytes_by_purpose_.end() ? 0 : it->second;
+}
+
+void ProcessGroup::count_purpose(const char* purpose, uint64_t bytes) {
+  if (purpose == nullptr || bytes == 0) return;
+  std::lock_guard<std::mutex> lock(bytes_mutex_);
+  bytes_by_purpose_[purpose] += bytes;
+}
+
 void ProcessGroup::count_bytes(const std::string& collective, uint64_t bytes) {
   bytes_sent_ += bytes;
   std::lock_guard<std::mutex> lock(bytes_mutex_);

@@ -17,10 +17,13 @@ namespace pac::comm {
 
 enum class ReduceOp { sum, avg, max };
 
-// One tensor of a coalesced all-reduce, with its own reduction.
+// One tensor of a coalesced all-reduce, with its own reduction. `purpose` (a string literal, or
+// null) names what it carries, so that the bytes it costs inside a shared message can be told
+// apart (bytes_sent_for): the step's finiteness verdict riding on a gradient bucket, say.
 struct ReduceSegment {
   Tensor tensor;
   ReduceOp op = ReduceOp::sum;
+  const char* purpose = nullptr;
 };
 
 // How an all-reduce moves its data. The ring sends 2 (P - 1) / P of the message per rank in
@@ -87,6 +90,9 @@ class ProcessGroup {
   // Bytes this rank has sent, in all and by collective ("all_reduce", "broadcast", ...).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   std::map<std::string, uint64_t> bytes_by_collective() const;
+  // Of those, the bytes of segments sent with this `purpose` (ReduceSegment::purpose), counted by
+  // the MPI and NCCL groups.
+  uint64_t bytes_sent_for(const std::string& purpose) const;
   // Exchanges this rank has completed: rounds of sending to and receiving from a peer, each of
   // which waits for the one before it. A message's latency is paid once per exchange, so on a
   // slow or distant link this, not bytes, is what a small collective costs. (NCCL does not say
@@ -95,6 +101,8 @@ class ProcessGroup {
 
  protected:
   void count_bytes(const std::string& collective, uint64_t bytes);
+  // Part of bytes already counted, for a segment with a purpose.
+  void count_purpose(const char* purpose, uint64_t bytes);
   void count_exchange() { ++exchanges_; }
 
  private:
@@ -104,6 +112,7 @@ class ProcessGroup {
   std::atomic<double> timeout_s_{0.0};
   mutable std::mutex bytes_mutex_;
   std::map<std::string, uint64_t> bytes_by_collective_;
+  std::map<std::string, uint64_t> bytes_by_purpose_;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

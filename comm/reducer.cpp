@@ -225,6 +225,7 @@ void Reducer::load_compressor_state(const StateDict& state) {
 void Reducer::start_step() {
   step_started_ = true;
   bytes_at_step_start_ = group_->bytes_sent();
+  verdict_bytes_at_step_start_ = group_->bytes_sent_for("verdict");
   exchanges_at_step_start_ = group_->exchanges();
 }
 
@@ -266,7 +267,7 @@ void Reducer::attach_verdict(Bucket& bucket) {
   if (group_->size() == 1 || !declared_loss_finite_ || bucket.flat.is_cuda()) return;
   if (nonfinite_in_.empty() && !*declared_loss_finite_) nonfinite_in_ = "loss";
   verdict_ = Tensor::full({1}, nonfinite_in_.empty() ? 0.0f : group_->rank() + 1.0f);
-  bucket.riders.push_back({verdict_, ReduceOp::max});
+  bucket.riders.push_back({verdict_, ReduceOp::max, "verdict"});
   verdict_sent_ = true;
 }
 
@@ -347,7 +348,8 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
   } else {
     if (nonfinite_in_.empty() && !loss_is_finite) nonfinite_in_ = "loss";
     flag = Tensor::full({1}, nonfinite_in_.empty() ? 0.0f : group_->rank() + 1.0f);
-    if (group_->size() > 1) group_->all_reduce(flag, ReduceOp::max)->wait();
+    if (group_->size() > 1)
+      group_->all_reduce_coalesced({{flag, ReduceOp::max, "verdict"}})->wait();
   }
   stats.nonfinite_rank = static_cast<int>(flag.item()) - 1;
   stats.nonfinite_in = nonfinite_in_;
@@ -356,6 +358,7 @@ ReducerStepStats Reducer::finalize(bool loss_is_finite) {
   compressor_->end_step(!stats.nonfinite);
   nonfinite_in_.clear();
   stats.bytes_sent = group_->bytes_sent() - bytes_at_step_start_;
+  stats.verdict_bytes = group_->bytes_sent_for("verdict") - verdict_bytes_at_step_start_;
   stats.codec_s = compressor_->codec_seconds() - codec_at_step_start_;
   stats.comm_exposed_s = std::max(0.0, waited - decode_in_wait);
   stats.codec_kernels = compressor_->kernels() - kernels_at_step_start_;

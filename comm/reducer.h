@@ -28,7 +28,8 @@ struct ReducerOptions {
 };
 
 struct ReducerStepStats {
-  uint64_t bytes_sent = 0;      // this rank, this step
+  uint64_t bytes_sent = 0;      // this rank, this step: the buckets and the verdict
+  uint64_t verdict_bytes = 0;   // of which the step's finiteness verdict (riding or alone)
   double codec_s = 0.0;         // encode + decode time this step
   double comm_exposed_s = 0.0;  // time finalize() waited: communication not hidden by backward
   uint64_t codec_kernels = 0;   // the compressor's passes over gradient data this step
@@ -125,6 +126,7 @@ class Reducer {
   std::vector<std::pair<size_t, size_t>> where_;  // per parameter, by registration: bucket, entry
   std::shared_ptr<Reducer*> alive_;  // what the parameters' hooks reach this Reducer through
   uint64_t bytes_at_step_start_ = 0;
+  uint64_t verdict_bytes_at_step_start_ = 0;
   double codec_at_step_start_ = 0.0;
   uint64_t kernels_at_step_start_ = 0;
   std::vector<std::pair<std::string, nn::ParameterPtr>> named_;

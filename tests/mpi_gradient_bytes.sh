@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What the metrics say a step sent is what it must send: 2 ranks train a ResNet-20 pruned to 80%
-# at step 0 with pactrain's fp32 values, and every step record's bytes_sent must be 4 bytes per
-# kept gradient entry (the kept entries of the masked weights, counted here from the masks in the
-# checkpoint, and every entry of the unmasked parameters) plus the step's 4-byte finiteness
-# verdict: on 2 ranks a ring all-reduce sends each value once. The pruning event's own traffic
+# at step 0 with pactrain's fp32 values, and every step record's gradient_bytes must be 4 bytes
+# per kept gradient entry (the kept entries of the masked weights, counted here from the masks in
+# the checkpoint, and every entry of the unmasked parameters), its verdict_bytes the 4 of the
+# step's finiteness verdict, and bytes_sent their sum: on 2 ranks a ring all-reduce sends each
+# value once. The pruning event's own traffic
 # (scores, masks, checksums) is reported apart, on the first step only.
 # Usage: tests/mpi_gradient_bytes.sh PACTRAIN MPIEXEC
 set -euo pipefail
@@ -37,14 +38,16 @@ for name in params:
     else:
         begin, end = mask["data_offsets"]
         kept += sum(1 for b in data[begin:end] if b)
-expected = 4 * kept + 4
+expected = 4 * kept
 steps = [json.loads(line) for line in open(metrics) if '"kind":"step"' in line]
-print(f"kept gradient entries {kept}: expected {expected} bytes a step")
-bad = [(r["step"], r["bytes_sent"]) for r in steps if r["bytes_sent"] != expected]
+print(f"kept gradient entries {kept}: expected {expected} gradient bytes a step, and 4 for the verdict")
+bad = [(r["step"], r["gradient_bytes"], r["verdict_bytes"], r["bytes_sent"]) for r in steps
+       if (r["gradient_bytes"], r["verdict_bytes"], r["bytes_sent"]) != (expected, 4, expected + 4)]
 if bad or len(steps) != 6:
-    sys.exit(f"steps whose bytes_sent differ: {bad} (of {len(steps)} steps)")
+    sys.exit(f"steps whose (gradient, verdict, all) bytes differ: {bad} (of {len(steps)} steps)")
 if steps[0]["pruning_bytes"] == 0 or any(r["pruning_bytes"] for r in steps[1:]):
     sys.exit("pruning_bytes: expected the event's traffic on step 1 only, got "
              + str([r["pruning_bytes"] for r in steps]))
-print(f"every step sent {expected} bytes; the pruning event {steps[0]['pruning_bytes']} apart")
+print(f"every step sent {expected} gradient bytes and 4 for the verdict; the pruning event "
+      f"{steps[0]['pruning_bytes']} apart")
 PY

@@ -181,6 +181,23 @@ TEST_CASE("a coalesced all-reduce gives every segment the bits all_reduce gives 
   }
 }
 
+TEST_CASE("a segment's purpose counts the bytes it costs inside a coalesced message") {
+  for (auto algorithm : {comm::AllReduceAlgorithm::ring, comm::AllReduceAlgorithm::doubling}) {
+    CAPTURE(algorithm == comm::AllReduceAlgorithm::ring);
+    pac::testing::AlgorithmScope scope(algorithm);
+    Tensor flag = Tensor::full({1}, 1.0f);
+    const uint64_t alone_before = world().bytes_sent();
+    world().all_reduce(flag, comm::ReduceOp::max)->wait();
+    const uint64_t alone = world().bytes_sent() - alone_before;
+    const uint64_t before = world().bytes_sent_for("test-rider");
+    world()
+        .all_reduce_coalesced({{Tensor::full({301}, 1.0f), comm::ReduceOp::sum},
+                               {flag, comm::ReduceOp::max, "test-rider"}})
+        ->wait();
+    CHECK(world().bytes_sent_for("test-rider") - before == alone);
+  }
+}
+
 TEST_CASE("a 4-byte all-reduce takes log2 P exchanges and leaves the same bits on every rank") {
   const int p = world().size(), r = world().rank();
   Generator g(7 + r);
