@@ -112,6 +112,7 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
       {"epoch", std::to_string(position.epoch)},
       {"batch", std::to_string(position.batch)},
       {"world_size", std::to_string(position.world_size)},
+      {"global_batch", std::to_string(position.global_batch)},
       {"optimizer", optimizer_name},
       {"compressor", run.compressor},
       {"prune", run.prune},
@@ -212,7 +213,8 @@ LoadedCheckpoint load_checkpoint(TensorFile file, const std::string& path,
   };
   // Checkpoints from before data-parallel training have no world size: they were single-process.
   int64_t world_size = file.metadata.count("world_size") ? number("world_size") : 1;
-  out.position = {number("step"), number("epoch"), number("batch"), world_size};
+  out.position = {number("step"), number("epoch"), number("batch"), world_size,
+                  file.metadata.count("global_batch") ? number("global_batch") : 0};
   out.optimizer_name = require_metadata(file, "optimizer", path);
   if (optimizer) {
     PAC_CHECK(file.metadata.at("format") == kFormat,

@@ -20,6 +20,7 @@ struct RunPosition {
   int64_t epoch = 0;  // epoch the next step belongs to
   int64_t batch = 0;  // batch index within that epoch
   int64_t world_size = 1;
+  int64_t global_batch = 0;  // the samples of one step, all ranks together (0: not recorded)
 };
 
 std::string model_config_json(const models::ModelConfig& config);

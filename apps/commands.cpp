@@ -114,6 +114,9 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
   add("--batch", o.batch,
       "batch size per rank: the global batch is --batch x ranks (2 ranks with --batch 64 take "
       "128 samples a step, so an epoch has half the steps)");
+  add("--global-batch", o.global_batch,
+      "the batch of all ranks together (0: --batch x ranks); each rank takes global / ranks, so "
+      "the same recipe makes the same steps on any number of ranks");
   add("--lr", o.lr, "(peak) learning rate");
   add("--optimizer", o.optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
   add("--momentum", o.momentum, "SGD momentum");
@@ -208,11 +211,12 @@ void add_range_checks(CLI::App& cmd) {
     if (auto* o = cmd.get_option_no_throw(name)) o->check(positive);
   }
   for (const char* name :
-       {"--max-steps",    "--lr",          "--comm-timeout", "--momentum",   "--weight-decay",
-        "--warmup",       "--clip-grad",   "--crop-padding", "--threads",    "--checkpoint-every",
-        "--train-subset", "--test-subset", "--dim",          "--depth",      "--heads",
-        "--mlp-dim",      "--in-channels", "--num-classes",  "--image-size", "--context",
-        "--vocab-size",   "--eval-every",  "--eval-iters",   "--tokens",     "--top-k"}) {
+       {"--max-steps",    "--lr",          "--comm-timeout", "--momentum",    "--weight-decay",
+        "--warmup",       "--clip-grad",   "--crop-padding", "--threads",     "--checkpoint-every",
+        "--train-subset", "--test-subset", "--dim",          "--depth",       "--heads",
+        "--global-batch", "--mlp-dim",     "--in-channels",  "--num-classes", "--image-size",
+        "--context",      "--vocab-size",  "--eval-every",   "--eval-iters",  "--tokens",
+        "--top-k"}) {
     if (auto* o = cmd.get_option_no_throw(name)) o->check(non_negative);
   }
   for (const char* name : {"--sparsity", "--label-smoothing", "--dropout", "--beta1", "--beta2"}) {

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   CommandLists train_lists;
   CLI::App* train_cmd = app.add_subcommand("train", "train a model");
   add_train_options(*train_cmd, o, train_lists);
+  train_cmd->get_option("--global-batch")->excludes("--batch");
   std::vector<std::string> configs;
   bool print_config = false;
   train_cmd

@@ -89,10 +89,24 @@ std::string toml_value(const CLI::Option& option, const std::string& value) {
 
 // One recipe's keys into the options the command line and the recipes before it left unset;
 // its tables' pairs returned.
+// --batch and --global-batch are one setting in two forms: whichever the command line or a
+// recipe that wins gives, the other form is not taken from a recipe below it.
+const char* other_batch_form(const std::string& key) {
+  return key == "batch" ? "--global-batch" : key == "global-batch" ? "--batch" : nullptr;
+}
+
 RecipeTables apply_recipe(CLI::App& command, const Recipe& recipe) {
   const std::string& source = recipe.source;
   RecipeTables tables;
-  for (const CLI::ConfigItem& item : parse_toml(recipe)) {
+  const std::vector<CLI::ConfigItem> items = parse_toml(recipe);
+  auto has = [&](const char* key) {
+    return std::any_of(items.begin(), items.end(), [&](const CLI::ConfigItem& item) {
+      return item.parents.empty() && item.name == key;
+    });
+  };
+  PAC_CHECK(!(has("batch") && has("global-batch")),
+            "--config {}: give batch (per rank) or global-batch, not both", source);
+  for (const CLI::ConfigItem& item : items) {
     // Section markers ("++" opens a table, "--" closes one), and the base, already followed.
     if (item.name == "++" || item.name == "--") continue;
     if (item.name == "base" && item.parents.empty()) continue;
@@ -117,6 +131,9 @@ RecipeTables apply_recipe(CLI::App& command, const Recipe& recipe) {
     PAC_CHECK(option != nullptr, "--config {}: unknown key '{}' (`pactrain {}` has no --{})",
               source, item.name, command.get_name(), item.name);
     if (option->count() > 0) continue;  // the command line, or a recipe that wins, set it
+    if (const char* other = other_batch_form(item.name);
+        other && command.get_option(other)->count() > 0)
+      continue;  // the batch was given in its other form by what wins
     try {
       if (is_flag(*option)) {
         CLI::ConfigTOML formatter;
@@ -201,6 +218,10 @@ std::string recipe_text(const CLI::App& command, const RecipeTables& key_values)
   for (const CLI::Option* option : command.get_options()) {
     const std::string key = option->get_single_name();
     if (!option->get_configurable() || is_output_option(key) || is_table(key)) continue;
+    // The batch in one form: the global one when it was given, else per rank.
+    const bool global_batch_given = command.get_option("--global-batch")->count() > 0;
+    if ((key == "batch" && global_batch_given) || (key == "global-batch" && !global_batch_given))
+      continue;
     std::string value;
     if (is_flag(*option)) {
       value = option->count() > 0 && option->as<bool>() ? "true" : "false";

@@ -25,7 +25,9 @@ struct TrainOptions {
   // validation windows for text (0: all of them).
   int64_t eval_every = 0, eval_iters = 0;
 
-  int64_t epochs = 10, max_steps = 0, batch = 128;
+  int64_t epochs = 10, max_steps = 0, batch = 128;  // batch: per rank
+  // > 0: the batch of all ranks together; each rank's is global_batch / ranks, which must divide.
+  int64_t global_batch = 0;
   std::string optimizer = "sgd";
   float lr = 0.1f, momentum = 0.9f, weight_decay = 5e-4f;
   float beta1 = 0.9f, beta2 = 0.999f;  // AdamW

@@ -76,6 +76,12 @@ TrainingRun::TrainingRun(TrainOptions options, std::string adapted, Device devic
       rank_(group_->rank()),
       world_(group_->size()),
       leader_(rank_ == 0) {
+  if (o_.global_batch > 0) {
+    PAC_CHECK(o_.global_batch % world_ == 0,
+              "--global-batch {} does not divide among {} ranks; give a multiple of {}",
+              o_.global_batch, world_, world_);
+    o_.batch = o_.global_batch / world_;
+  }
   if (!device_.is_cpu()) {
     if (group_->backend() != "nccl") cuda_set_device(device_.index);
     cuda_set_tf32(o_.tf32);
@@ -227,10 +233,17 @@ void TrainingRun::resume() {
               "{}: checkpoint was written by {} ranks, this run has {}; resuming with another "
               "world size would change the data order and the batch, so it is refused",
               o_.resume, loaded.position.world_size, world_);
+    PAC_CHECK(
+        loaded.position.global_batch == 0 || loaded.position.global_batch == o_.batch * world_,
+        "{}: checkpoint was trained with a global batch of {}, this run's is {} ({} ranks x "
+        "--batch {}); another batch would change the steps of an epoch and the schedule, "
+        "so it is refused",
+        o_.resume, loaded.position.global_batch, o_.batch * world_, world_, o_.batch);
     position_ = loaded.position;
     loaded_run = std::move(loaded.run);
   }
   position_.world_size = world_;
+  position_.global_batch = o_.batch * world_;
   params_ = model_->named_parameters();
   if (world_ > 1) prune::check_masks_agree(*group_, params_);
   if (o_.resume.empty()) return;

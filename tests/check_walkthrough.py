@@ -5,13 +5,15 @@ Every `path: name` it cites must be a file that defines or declares that name, e
 `Class::member` it names must exist in the code, and its table "Files visited, and their length"
 must list, with their current line counts and total, the files the stops cite, in the order the
 stops first cite them.
-Usage: check_walkthrough.py ROOT; exits 1 naming each reference that is wrong.
+Usage: check_walkthrough.py [--fix] ROOT; exits 1 naming each reference that is wrong. --fix
+rewrites the table from the code instead (the citations stay for a person to mend).
 """
 import pathlib
 import re
 import sys
 
-root = pathlib.Path(sys.argv[1])
+fix = sys.argv[1:2] == ["--fix"]
+root = pathlib.Path(sys.argv[2] if fix else sys.argv[1])
 page = (root / "docs/walkthrough.md").read_text()
 stops = page[: page.index("## Files visited")]
 sources = {p: p.read_text() for ext in ("cpp", "h", "cu") for p in root.glob(f"[a-z]*/**/*.{ext}")
@@ -47,6 +49,14 @@ for name in set(re.findall(r"`([A-Z]\w+::\w+)`", stops)) | set(re.findall(r"\*\*
     if not any(defines(text, name) for text in sources.values()):
         problems.append(f"names {name}, which no source file defines")
 
+if fix:
+    rows = [f"| `{p}` | {len((root / p).read_text().splitlines())} |" for p in cited_files
+            if (root / p).exists()]
+    total_lines = sum(int(r.split("|")[2]) for r in rows)
+    new_table = "\n".join(rows) + f"\n| total ({len(rows)} files) | {total_lines} |\n"
+    page = re.sub(r"^\| `[\w/.]+` \| \d+ \|\n(?:^\| `[\w/.]+` \| \d+ \|\n)*^\| total \(\d+ files\) \| \d+ \|\n",
+                  lambda m: new_table, page, flags=re.M)
+    (root / "docs/walkthrough.md").write_text(page)
 table = re.findall(r"^\| `([\w/.]+)` \| (\d+) \|$", page, re.M)
 total = re.search(r"^\| total \((\d+) files\) \| (\d+) \|$", page, re.M)
 listed = [path for path, _ in table]

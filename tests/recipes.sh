@@ -60,3 +60,14 @@ for line in 'lr = 0.05' 'compress = "signsgd"' 'epochs = 15' 'first-bucket-mb = 
   grep -qxF "$line" <<<"$resolved" || fail "--print-config lacks '$line'"
 done
 echo "ok: overrides"
+
+# The batch in its two forms: the command line's wins over the recipe's other form; both in one
+# recipe is an error.
+resolved=$("$pactrain" train --config "$recipes/resnet20-fashion-mnist.toml" --batch 32 --print-config)
+grep -qxF 'batch = 32' <<<"$resolved" || fail "--batch on the command line did not win"
+grep -q '^global-batch' <<<"$resolved" && fail "the recipe's global-batch stayed beside --batch"
+printf 'batch = 8\nglobal-batch = 16\n' > "$work/both-batches.toml"
+refused both-batches "give batch (per rank) or global-batch, not both"
+"$pactrain" train --data synthetic --synthetic-size 64 --global-batch 16 --max-steps 2 --quiet \
+  --threads 2 --metrics "$work/global.jsonl" || fail "--global-batch on one rank"
+echo "ok: --batch and --global-batch"

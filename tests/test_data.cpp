@@ -209,6 +209,41 @@ TEST_CASE("loader shards cover the data set without overlap") {
   CHECK(std::set<float>(all.begin(), all.end()).size() == 20);
 }
 
+TEST_CASE("a global batch is the same samples, augmented alike, on 1, 2 or 4 ranks") {
+  data::Dataset d = data::make_synthetic(64, 1, 6, 3, 1);
+  d.labels = Tensor::arange(64, DType::i64);  // labels identify samples
+  const int64_t global = 8;
+  // Batch i of every rank, row by row in the order of the epoch (rank r's row j is place
+  // j x P + r): the labels and the augmented images.
+  auto global_batch = [&](int64_t ranks, int64_t epoch, int64_t i) {
+    std::vector<float> labels(global), images;
+    std::vector<std::vector<float>> rows(global);
+    for (int64_t r = 0; r < ranks; ++r) {
+      data::Loader loader(d, {global / ranks, true, 7, r, ranks, true, 2, true});
+      loader.set_epoch(epoch);
+      CHECK(loader.num_batches() == 64 / global);
+      data::Batch b = loader.batch(i);
+      const auto x = b.inputs.to_vector(), y = b.targets.to_vector();
+      const int64_t per_row = static_cast<int64_t>(x.size()) / (global / ranks);
+      for (int64_t j = 0; j < global / ranks; ++j) {
+        labels[j * ranks + r] = y[j];
+        rows[j * ranks + r].assign(x.begin() + j * per_row, x.begin() + (j + 1) * per_row);
+      }
+    }
+    for (const auto& row : rows) images.insert(images.end(), row.begin(), row.end());
+    return std::pair{labels, images};
+  };
+  for (int64_t epoch : {0, 3}) {
+    for (int64_t i : {0, 5}) {
+      CAPTURE(epoch);
+      CAPTURE(i);
+      const auto one = global_batch(1, epoch, i);
+      CHECK(global_batch(2, epoch, i) == one);
+      CHECK(global_batch(4, epoch, i) == one);
+    }
+  }
+}
+
 TEST_CASE("normalisation, crop and flip") {
   data::Dataset d = data::make_synthetic(4, 1, 4, 2, 1);
   std::fill_n(d.images.data<uint8_t>(), d.images.numel(), uint8_t{0});

@@ -93,6 +93,28 @@ TEST_CASE("training windows: targets are the next characters; each rank its own 
                        Contains("too few for a context of 1800"), Error);
 }
 
+TEST_CASE("a global batch of windows is the same on 1, 2 or 4 ranks") {
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += static_cast<char>('a' + (i * 11) % 26);
+  data::TextCorpus corpus = data::make_text_corpus("t", text);
+  const int64_t global = 8;
+  auto global_batch = [&](int64_t ranks, int64_t i) {
+    std::vector<std::vector<int64_t>> rows(global);
+    for (int64_t r = 0; r < ranks; ++r) {
+      data::TextLoader loader(corpus.train, {global / ranks, 16, 5, r, ranks});
+      loader.set_epoch(2);
+      const std::vector<int64_t> in = values(loader.batch(i).inputs);
+      for (int64_t j = 0; j < global / ranks; ++j)
+        rows[j * ranks + r].assign(in.begin() + j * 16, in.begin() + (j + 1) * 16);
+    }
+    return rows;
+  };
+  const auto one = global_batch(1, 3);
+  CHECK(global_batch(2, 3) == one);
+  CHECK(global_batch(4, 3) == one);
+  CHECK(global_batch(2, 4) != one);
+}
+
 TEST_CASE("validation windows are fixed, consecutive and refuse a context beyond the text") {
   std::string text;
   for (int i = 0; i < 1000; ++i) text += static_cast<char>('a' + i % 26);

@@ -16,6 +16,11 @@ Loader::Loader(const Dataset& dataset, const LoaderOptions& options)
   set_epoch(0);
 }
 
+Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position) {
+  return Generator((seed + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(epoch) << 40) ^
+                   static_cast<uint64_t>(position));
+}
+
 void Loader::set_epoch(int64_t epoch) {
   epoch_ = epoch;
   int64_t n = dataset_.size();
@@ -47,14 +52,16 @@ Batch Loader::batch(int64_t index) const {
       options_.pinned
           ? Batch{Tensor::empty_pinned({count, c, h, w}), Tensor::empty_pinned({count}, DType::i64)}
           : Batch{Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64)};
-  // Augmentation draws depend only on (seed, epoch, rank, batch): reproducible and resumable.
-  Generator g((options_.seed + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(epoch_) << 40) ^
-              (static_cast<uint64_t>(options_.rank) << 20) ^ static_cast<uint64_t>(index));
   const uint8_t* src = dataset_.images.data<uint8_t>();
   float* dst = out.inputs.data<float>();
   const int64_t pad = options_.crop_padding;
   for (int64_t b = 0; b < count; ++b) {
     int64_t sample = order_[begin + b];
+    // A sample's augmentation depends only on (seed, epoch, its place in the epoch's order):
+    // reproducible, resumable, and the same whichever rank draws it, so a global batch is the
+    // same images on any number of ranks.
+    Generator g =
+        sample_generator(options_.seed, epoch_, options_.rank + (begin + b) * options_.world_size);
     out.targets.data<int64_t>()[b] = dataset_.labels.data<int64_t>()[sample];
     int64_t dy = pad > 0 ? static_cast<int64_t>(g.below(2 * pad + 1)) - pad : 0;
     int64_t dx = pad > 0 ? static_cast<int64_t>(g.below(2 * pad + 1)) - pad : 0;

@@ -1,11 +1,14 @@
 // Loader: turns a Dataset into batches for one rank. Each epoch it shuffles with a generator
 // seeded by (seed, epoch), so every rank draws the same order, keeps every world_size-th sample
 // starting at its rank (all ranks get the same number of batches), applies the augmentation
-// (random crop after zero padding, horizontal flip) and normalises to float.
+// (random crop after zero padding, horizontal flip) and normalises to float. Batch i of every
+// rank together is the slice [i G, (i + 1) G) of the epoch's order (G = batch x world size),
+// augmented alike on any number of ranks: the global batch depends on G alone.
 #pragma once
 
 #include "apps/data/batch.h"
 #include "apps/data/dataset.h"
+#include "core/generator.h"
 
 namespace pac::data {
 
@@ -19,6 +22,10 @@ struct LoaderOptions {
   bool flip = false;         // random horizontal flip
   bool pinned = false;       // batches in pinned memory, for asynchronous copies to a GPU
 };
+
+// The generator of the draws for the sample at `position` of an epoch's order (its place in the
+// global sequence of batches): seeded by (seed, epoch, position) and nothing about the rank.
+Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position);
 
 class Loader : public BatchSource {
  public:

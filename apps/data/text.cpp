@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "apps/data/loader.h"
 #include "apps/file_io.h"
 #include "core/error.h"
 #include "core/generator.h"
@@ -171,13 +172,15 @@ Batch TextLoader::batch(int64_t index) const {
   PAC_CHECK(index >= 0 && index < num_batches(), "text loader: batch {} of {} does not exist",
             index, num_batches());
   const int64_t b = options_.batch, t = options_.context;
-  Generator g((options_.seed + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(epoch_) << 40) ^
-              (static_cast<uint64_t>(options_.rank) << 20) ^ static_cast<uint64_t>(index));
   Batch out{Tensor::empty({b, t}, DType::i64), Tensor::empty({b, t}, DType::i64)};
   const int64_t* src = tokens_.data<int64_t>();
   const uint64_t starts = static_cast<uint64_t>(tokens_.numel() - t);  // window + 1 fits
   for (int64_t row = 0; row < b; ++row) {
-    const int64_t start = static_cast<int64_t>(g.below(starts));
+    // Window `row` of this rank's batch is row `rank + row x world` of the global batch; its
+    // start depends on that place alone, so a global batch is the same on any number of ranks.
+    const int64_t position = (index * b + row) * options_.world_size + options_.rank;
+    const int64_t start =
+        static_cast<int64_t>(sample_generator(options_.seed, epoch_, position).below(starts));
     std::copy(src + start, src + start + t, out.inputs.data<int64_t>() + row * t);
     std::copy(src + start + 1, src + start + t + 1, out.targets.data<int64_t>() + row * t);
   }

@@ -49,9 +49,10 @@ struct TextLoaderOptions {
   int64_t rank = 0, world_size = 1;
 };
 
-// Random windows of `context` tokens and the tokens one further on, drawn from a generator seeded
-// by (seed, epoch, rank, index): every rank its own stream, and any batch can be drawn again on
-// resume. An epoch is as many batches as cover the training text once across the ranks.
+// Random windows of `context` tokens and the tokens one further on, each drawn from a generator
+// seeded by (seed, epoch, its place in the global sequence of windows): the ranks draw different
+// windows, any batch can be drawn again on resume, and the global batch is the same on any number
+// of ranks. An epoch is as many batches as cover the training text once across the ranks.
 class TextLoader : public BatchSource {
  public:
   TextLoader(const Tensor& tokens, const TextLoaderOptions& options);
