@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,14 +88,14 @@ std::string toml_value(const CLI::Option& option, const std::string& value) {
   return is_number_option(option) ? value : quoted(value);
 }
 
-// One recipe's keys into the options the command line and the recipes before it left unset;
-// its tables' pairs returned.
 // --batch and --global-batch are one setting in two forms: whichever the command line or a
 // recipe that wins gives, the other form is not taken from a recipe below it.
 const char* other_batch_form(const std::string& key) {
   return key == "batch" ? "--global-batch" : key == "global-batch" ? "--batch" : nullptr;
 }
 
+// One recipe's keys into the options the command line and the recipes before it left unset;
+// its tables' pairs returned.
 RecipeTables apply_recipe(CLI::App& command, const Recipe& recipe) {
   const std::string& source = recipe.source;
   RecipeTables tables;
