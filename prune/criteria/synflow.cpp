@@ -30,9 +30,7 @@ class SynFlow : public Criterion {
   CriterionNeeds needs() const override {
     return {.global_scope = true, .rounds = rounds_, .changes_weights = true};
   }
-  void configure(OptionReader& options) override {
-    rounds_ = options.integer("rounds", 100);
-  }
+  void configure(OptionReader& options) override { rounds_ = options.integer("rounds", 100); }
 
   std::vector<Tensor> score(const NamedParameters& params, ScoreContext& context) override {
     PAC_CHECK(context.model && context.input_shape.size() >= 2,
