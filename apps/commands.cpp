@@ -184,7 +184,12 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
   cmd.add_option("--metrics", o.metrics, "write JSON-lines metrics to this file")->group(group);
   cmd.add_option("--checkpoint", o.checkpoint, "write a checkpoint here at the end")->group(group);
   add("--checkpoint-every", o.checkpoint_every, "and every N steps (0: only at the end)");
-  cmd.add_option("--resume", o.resume, "continue from this checkpoint")->group(group);
+  cmd.add_option("--resume", o.resume,
+                 "continue from this checkpoint (on any number of ranks, with its global batch)")
+      ->group(group);
+  flag("--allow-batch-change", o.allow_batch_change,
+       "resume a checkpoint trained with another global batch: an epoch's steps change, and the "
+       "schedules follow the new steps");
   add("--log-every", o.log_every, "steps between metrics records")->check(CLI::PositiveNumber);
   flag("--quiet", o.quiet, "print nothing but errors");
   flag("--memory-report", o.memory_report,

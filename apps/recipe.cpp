@@ -15,8 +15,8 @@
 namespace pac {
 
 bool is_output_option(const std::string& key) {
-  for (const char* output : {"config", "print-config", "metrics", "checkpoint", "resume", "quiet",
-                             "memory-report", "help"}) {
+  for (const char* output : {"config", "print-config", "metrics", "checkpoint", "resume",
+                             "allow-batch-change", "quiet", "memory-report", "help"}) {
     if (key == output) return true;
   }
   return false;

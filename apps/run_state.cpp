@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "apps/elastic_state.h"
 #include "core/generator.h"
 
 namespace pac {
@@ -60,6 +63,11 @@ std::vector<StateDict> gather_to_rank0(comm::ProcessGroup& group, const StateDic
   return out;
 }
 
+bool same_grouping(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && a.dtype() == b.dtype() &&
+         std::memcmp(a.cpu().raw_data(), b.cpu().raw_data(), a.nbytes()) == 0;
+}
+
 }  // namespace
 
 RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
@@ -71,6 +79,10 @@ RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
   add_prefixed(mine, "sync.", sync_state);
   if (reducer) {
     state.compressor = compressor;
+    // The buckets as the next step lays them out, which the compressor's state then belongs to
+    // (a run that reduces only at synchronisations may not have followed the masks yet).
+    reducer->follow_masks();
+    state.reducer["buckets"] = reducer->grouping();
     add_prefixed(mine, "compressor.", reducer->compressor().state());
   }
   if (pruner) {
@@ -83,10 +95,10 @@ RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
   return state;
 }
 
-StateDict restore_run_state(const RunState& state, const std::string& path,
-                            comm::ProcessGroup& group, comm::Reducer* reducer,
-                            const std::string& compressor, prune::Pruner* pruner,
-                            const std::string& sync) {
+RestoredRunState restore_run_state(const RunState& state, const std::string& path,
+                                   comm::ProcessGroup& group, comm::Reducer* reducer,
+                                   const std::string& compressor, prune::Pruner* pruner,
+                                   const std::string& sync, uint64_t seed, int64_t step) {
   PAC_CHECK(state.sync == sync,
             "{}: checkpoint was trained with --sync {}, this run uses --sync {}; the ranks' "
             "optimizer states would not carry over",
@@ -103,23 +115,44 @@ StateDict restore_run_state(const RunState& state, const std::string& path,
             "carry over",
             path, state.prune.empty() ? "no --prune" : "--prune " + state.prune,
             prune.empty() ? "no --prune" : "--prune " + prune);
-  PAC_CHECK(static_cast<int>(state.ranks.size()) == group.size(),
-            "{}: checkpoint holds the state of {} ranks, this run has {}", path, state.ranks.size(),
-            group.size());
   if (pruner) pruner->load_state(state.pruner);
-  StateReader read(path + ": rank " + std::to_string(group.rank()),
-                   state.ranks[static_cast<size_t>(group.rank())]);
+  RestoredRunState out;
+  StateDict mine;
+  if (static_cast<int>(state.ranks.size()) == group.size()) {
+    mine = state.ranks[static_cast<size_t>(group.rank())];
+  } else {
+    // The saved run's buckets, which its compressor state belongs to, until a mask changes.
+    if (reducer) {
+      reducer->follow_masks();
+      const Tensor own = reducer->grouping();
+      auto saved = state.reducer.find("buckets");
+      if (saved != state.reducer.end() && !same_grouping(own, saved->second) &&
+          reducer->adopt_grouping(saved->second)) {
+        reducer->follow_masks();
+        out.notes.push_back(fmt::format(
+            "gradient buckets: the saved run's {}, kept until a mask changes (this run's wire "
+            "bytes group the parameters otherwise)",
+            saved->second.numel()));
+      }
+    }
+    ElasticState mapped =
+        map_rank_states(state, reducer ? &reducer->compressor() : nullptr,
+                        reducer ? reducer->grouping() : Tensor(), group.rank(), seed, step);
+    mine = std::move(mapped.rank);
+    out.notes.insert(out.notes.end(), mapped.notes.begin(), mapped.notes.end());
+  }
+  StateReader read(path + ": rank " + std::to_string(group.rank()), mine);
   StateDict compressor_state = read.section("compressor.");
   if (reducer) reducer->load_compressor_state(compressor_state);
   Tensor words = read.tensor("generator", {4}, DType::i64);
   Generator::State generator;
   std::memcpy(generator.data(), words.raw_data(), sizeof(generator));
   default_generator().set_state(generator);
-  StateDict sync_state = read.section("sync.");
+  out.sync = read.section("sync.");
   StateDict criterion_state = read.section("criterion.");
   if (pruner && !criterion_state.empty()) pruner->load_criterion_state(criterion_state);
   read.finish();
-  return sync_state;
+  return out;
 }
 
 }  // namespace pac

@@ -25,6 +25,7 @@ struct RunState {
   std::string prune;          // the --prune criterion ("" without pruning)
   std::string sync = "step";  // the --sync mode
   StateDict pruner;
+  StateDict reducer;  // "buckets": the grouping the compressor's per-bucket state belongs to
   // Per rank: "compressor.<key>", "generator", "sync.<key>" and "criterion.<key>".
   std::vector<StateDict> ranks;
 };
@@ -36,12 +37,19 @@ RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
                            const std::string& compressor, prune::Pruner* pruner,
                            const std::string& sync = "step", const StateDict& sync_state = {});
 
-// Puts this rank's share of `state` back and returns its --sync state (empty for step). Refuses
-// a state from another compressor, criterion, --sync mode or world size. `path` names the
+struct RestoredRunState {
+  StateDict sync;                  // this rank's --sync state (empty for step)
+  std::vector<std::string> notes;  // on another number of ranks: how the ranks' state was mapped
+};
+
+// Puts this rank's share of `state` back. Refuses a state from another compressor, criterion or
+// --sync mode. A state saved by another number of ranks is mapped onto this run's
+// (apps/elastic_state.h; `seed` and `step` re-derive generators there). `path` names the
 // checkpoint in errors.
-StateDict restore_run_state(const RunState& state, const std::string& path,
-                            comm::ProcessGroup& group, comm::Reducer* reducer,
-                            const std::string& compressor, prune::Pruner* pruner,
-                            const std::string& sync = "step");
+RestoredRunState restore_run_state(const RunState& state, const std::string& path,
+                                   comm::ProcessGroup& group, comm::Reducer* reducer,
+                                   const std::string& compressor, prune::Pruner* pruner,
+                                   const std::string& sync = "step", uint64_t seed = 0,
+                                   int64_t step = 0);
 
 }  // namespace pac

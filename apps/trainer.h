@@ -70,6 +70,8 @@ struct TrainOptions {
   uint64_t seed = 0;
   int threads = 0;  // 0: every core
   std::string metrics, checkpoint, resume;
+  // Resume from a checkpoint trained with another global batch (its schedule moves; see resume).
+  bool allow_batch_change = false;
   int64_t checkpoint_every = 0;
   int64_t log_every = 50;
   bool quiet = false;

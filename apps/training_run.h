@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -65,8 +66,11 @@ class TrainingRun {
   void build_loaders();
   void build_pruner();
   void build_sync();
-  void resume();
   void print_plan() const;
+
+  // --resume (apps/training_run_resume.cpp).
+  void resume();
+  void change_global_batch(int64_t saved_global);
 
   // Phases (apps/training_run_phases.cpp).
   data::Batch load_batch(int64_t b);
@@ -91,6 +95,8 @@ class TrainingRun {
   const int rank_, world_;
   const bool leader_;  // rank 0: prints, writes metrics and checkpoints
   bool quiet_ = false, show_bar_ = false;
+  // PACTRAIN_TRACE_SAMPLES=PREFIX: this rank appends each step's samples to PREFIX.rank<r>.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_trace_{nullptr, &std::fclose};
 
   RunData data_;
   models::ModelConfig config_;
@@ -115,7 +121,9 @@ class TrainingRun {
   std::unique_ptr<data::Loader> recalibration_loader_;
 
   RunPosition position_;
-  bool checkpointing_ = false;  // every --checkpoint-every steps
+  int64_t resumed_from_ranks_ = 0;  // --resume: the checkpoint's number of ranks
+  double resume_seconds_ = 0.0;     // loading it and mapping its state, on this rank
+  bool checkpointing_ = false;      // every --checkpoint-every steps
   std::unique_ptr<MetricsWriter> metrics_;
   StepCost between_steps_;  // evaluations' and checkpoints' traffic, for the next step's record
   TrainResult result_;

@@ -5,6 +5,8 @@
 #include <numbers>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "apps/training_run.h"
 #include "core/allocator.h"
 #include "core/autograd.h"
@@ -31,6 +33,11 @@ void release_cached_memory(Device device) {
 data::Batch TrainingRun::load_batch(int64_t b) {
   MemoryTagScope tag(MemoryTag::data);
   data::Batch batch = loader_->batch(b);
+  if (sample_trace_) {
+    // One line a step, flushed at once: a run killed later still shows what it trained on.
+    fmt::print(sample_trace_.get(), "{}: {}\n", position_.step, fmt::join(batch.samples, " "));
+    std::fflush(sample_trace_.get());
+  }
   if (!device_.is_cpu()) {
     batch.inputs = batch.inputs.to(model_device_);
     batch.targets = batch.targets.to(model_device_);

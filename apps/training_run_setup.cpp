@@ -1,8 +1,10 @@
 // Set-up of a TrainingRun: data, model, optimizer, the data-parallel reducer, loaders, pruning,
-// the synchronisation mode and, with --resume, the state of the run being continued. The order
-// matters where random numbers are drawn (the model's initial weights first), so that a run and
-// its resumed continuation, and every rank, draw alike.
+// the synchronisation mode (and, in apps/training_run_resume.cpp, the run being continued). The
+// order matters where random numbers are drawn (the model's initial weights first), so that a run
+// and its resumed continuation, and every rank, draw alike.
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include "apps/training_run.h"
 #include "comm/compressors/pactrain.h"
@@ -11,7 +13,6 @@
 #include "layers/batch_norm.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
-#include "prune/mask_sync.h"
 
 namespace pac {
 
@@ -76,6 +77,12 @@ TrainingRun::TrainingRun(TrainOptions options, std::string adapted, Device devic
       rank_(group_->rank()),
       world_(group_->size()),
       leader_(rank_ == 0) {
+  quiet_ = o_.quiet || !leader_;
+  if (const char* prefix = std::getenv("PACTRAIN_TRACE_SAMPLES"); prefix && *prefix) {
+    const std::string path = fmt::format("{}.rank{}", prefix, rank_);
+    sample_trace_.reset(std::fopen(path.c_str(), "a"));
+    PAC_CHECK(sample_trace_ != nullptr, "PACTRAIN_TRACE_SAMPLES: cannot append to {}", path);
+  }
   if (o_.global_batch > 0) {
     PAC_CHECK(o_.global_batch % world_ == 0,
               "--global-batch {} does not divide among {} ranks; give a multiple of {}",
@@ -113,7 +120,13 @@ TrainingRun::TrainingRun(TrainOptions options, std::string adapted, Device devic
   // The first record: what ran, so that `pactrain train --config METRICS` runs it again.
   if (o_.resume.empty() && !o_.recipe.empty())
     metrics_->write({{"kind", "recipe"}, {"recipe", o_.recipe}});
-  quiet_ = o_.quiet || !leader_;
+  if (!o_.resume.empty()) {
+    metrics_->write({{"kind", "resume"},
+                     {"step", position_.step},
+                     {"from_ranks", resumed_from_ranks_},
+                     {"ranks", world_},
+                     {"seconds", resume_seconds_}});
+  }
   show_bar_ = !quiet_ && isatty(2);
   print_plan();
   const double ring_factor = world_ > 1 ? 2.0 * (world_ - 1) / world_ : 0.0;
@@ -218,44 +231,6 @@ void TrainingRun::build_sync() {
                    ? fmt::format("{}:{}:fragments={}", sync_options_.kind, sync_options_.every,
                                  sync_options_.fragments)
                    : fmt::format("{}:{}", sync_options_.kind, sync_options_.every);
-}
-
-// --resume: weights, masks, optimizer state, the position in the run, and each rank's own
-// state. Then the masks, loaded or not, must agree before the first compact all-reduce.
-void TrainingRun::resume() {
-  RunState loaded_run;
-  if (!o_.resume.empty()) {
-    auto loaded = load_checkpoint(o_.resume, config_, *model_, optimizer_.get());
-    PAC_CHECK(loaded.optimizer_name == o_.optimizer,
-              "{}: checkpoint was trained with --optimizer {}, this run uses {}", o_.resume,
-              loaded.optimizer_name, o_.optimizer);
-    PAC_CHECK(loaded.position.world_size == world_,
-              "{}: checkpoint was written by {} ranks, this run has {}; resuming with another "
-              "world size would change the data order and the batch, so it is refused",
-              o_.resume, loaded.position.world_size, world_);
-    PAC_CHECK(
-        loaded.position.global_batch == 0 || loaded.position.global_batch == o_.batch * world_,
-        "{}: checkpoint was trained with a global batch of {}, this run's is {} ({} ranks x "
-        "--batch {}); another batch would change the steps of an epoch and the schedule, "
-        "so it is refused",
-        o_.resume, loaded.position.global_batch, o_.batch * world_, world_, o_.batch);
-    position_ = loaded.position;
-    loaded_run = std::move(loaded.run);
-  }
-  position_.world_size = world_;
-  position_.global_batch = o_.batch * world_;
-  params_ = model_->named_parameters();
-  if (world_ > 1) prune::check_masks_agree(*group_, params_);
-  if (o_.resume.empty()) return;
-  StateDict sync_state = restore_run_state(loaded_run, o_.resume, *group_, reducer_.get(),
-                                           o_.compress, pruner_.get(), sync_name_);
-  if (outer_) {
-    StateReader read(fmt::format("{}: rank {}'s --sync {} state", o_.resume, rank_, sync_name_),
-                     sync_state);
-    optimizer_->load_state(read.section("inner."));
-    outer_->load_state(read.section("outer."));
-    read.finish();
-  }
 }
 
 // What is about to run, in a few lines (rank 0 only).

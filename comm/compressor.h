@@ -44,6 +44,16 @@ struct Bucket {
 WorkPtr all_reduce_with_riders(Bucket& bucket, ProcessGroup& group,
                                std::vector<ReduceSegment> segments);
 
+// How one entry of a compressor's state() carries over when a checkpoint written by P ranks
+// resumes on another number of ranks (apps/elastic_state.h).
+enum class RankStateRule {
+  shared,  // the same on every rank (step counters, an agreed scale, PowerSGD's Q): kept as saved
+  mean,    // this rank's share of what the ranks add to the average (error-feedback residuals,
+           // DGC's velocity): every new rank takes the mean over the saved ranks, so the
+           // correction the ranks add to the average together is the one the saved ranks held
+  reset,   // no rule keeps what it carries: the compressor's whole state starts afresh
+};
+
 class Compressor {
  public:
   virtual ~Compressor() = default;
@@ -79,6 +89,13 @@ class Compressor {
   // reducer's, and the parameters' masks are the checkpoint's already.
   virtual void load_state(const StateDict& state, const std::vector<Bucket>& buckets,
                           ProcessGroup& group);
+  // How the entry `what` of a bucket's state (state()'s key without its "bucket<i>." prefix:
+  // "residual", "steps") carries over to a run on another number of ranks. A compressor that
+  // gives no rule has its state reset on such a resume, which is always safe.
+  virtual RankStateRule rank_state_rule(const std::string& what) const {
+    (void)what;
+    return RankStateRule::reset;
+  }
 
   // Called by the Reducer once every bucket of a step is reduced, on every rank alike. `applied`
   // is false when the step is skipped because some rank's gradient (or loss) was not finite: then

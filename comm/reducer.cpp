@@ -153,7 +153,15 @@ void Reducer::follow_masks() {
     for (const auto& entry : bucket.entries)
       any_changed = any_changed || mask_versions_[slot++] != entry.param->mask_version();
   }
-  if (any_changed) {
+  // An adopted grouping stays until a mask changes after it was adopted.
+  bool adopted_still = !adopted_versions_.empty();
+  slot = 0;
+  for (const auto& bucket : buckets_) {
+    for (const auto& entry : bucket.entries)
+      adopted_still = adopted_still && adopted_versions_[slot++] == entry.param->mask_version();
+  }
+  adopted_versions_.clear();
+  if (any_changed && !adopted_still) {
     std::vector<Bucket> grouping = make_buckets(named_, options_, /*allocate=*/false, wire_bytes());
     bool same = grouping.size() == buckets_.size();
     for (size_t b = 0; same && b < grouping.size(); ++b) {
@@ -212,6 +220,47 @@ ReducerStepStats Reducer::reduce_now(const std::function<void()>& fill) {
   fill();
   for (size_t i = named_.size(); i-- > 0;) mark_ready(i);  // in backward's order
   return finalize(true);
+}
+
+Tensor Reducer::grouping() const {
+  Tensor counts = Tensor::empty({static_cast<int64_t>(buckets_.size())}, DType::i64);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    counts.data<int64_t>()[b] = static_cast<int64_t>(buckets_[b].entries.size());
+  return counts;
+}
+
+bool Reducer::adopt_grouping(const Tensor& counts) {
+  PAC_CHECK(!step_started_, "reducer: adopt_grouping() in the middle of a backward pass");
+  if (counts.dtype() != DType::i64 || counts.shape().size() != 1) return false;
+  // The parameters in bucket order (reverse registration), whatever the grouping.
+  std::vector<BucketEntry> order;
+  for (const Bucket& b : make_buckets(named_, options_, /*allocate=*/false, wire_bytes())) {
+    for (const BucketEntry& e : b.entries) order.push_back(e);
+  }
+  const Tensor host = counts.cpu();
+  std::vector<Bucket> grouped;
+  size_t at = 0;
+  for (int64_t b = 0; b < host.numel(); ++b) {
+    const int64_t count = host.data<int64_t>()[b];
+    if (count <= 0 || at + static_cast<size_t>(count) > order.size()) return false;
+    Bucket bucket;
+    bucket.index = static_cast<int>(b);
+    bucket.entries.assign(order.begin() + static_cast<std::ptrdiff_t>(at),
+                          order.begin() + static_cast<std::ptrdiff_t>(at + count));
+    at += static_cast<size_t>(count);
+    grouped.push_back(std::move(bucket));
+  }
+  if (at != order.size()) return false;
+  for (const Bucket& old : buckets_) {
+    if (old.flat.defined()) compressor_->layout_changed(old);
+  }
+  lay_out(std::move(grouped));  // offsets and buffers follow at follow_masks()
+  adopted_versions_.clear();
+  for (const Bucket& bucket : buckets_) {
+    for (const BucketEntry& e : bucket.entries)
+      adopted_versions_.push_back(e.param->mask_version());
+  }
+  return true;
 }
 
 void Reducer::load_compressor_state(const StateDict& state) {

@@ -94,6 +94,18 @@ class Reducer {
   // parameters' current masks lay them out: call it after the checkpoint's masks are installed.
   void load_compressor_state(const StateDict& state);
 
+  // Re-lays out the buckets whose parameters' masks changed since they were laid out (every step
+  // does at its first gradient; a resume does before it compares groupings).
+  void follow_masks();
+  // How many parameters each bucket holds, in bucket order, as laid out now (i64 [buckets]): the
+  // grouping a compressor's per-bucket state belongs to.
+  Tensor grouping() const;
+  // Lays the buckets out as `grouping` (from grouping()) says and keeps that layout until a mask
+  // changes: a run resumed on another number of ranks, whose wire bytes may cut the buckets
+  // otherwise, keeps the saved run's and with them the compressor's per-bucket state. Before the
+  // first step only. False, and nothing changed, when the counts do not cover the parameters.
+  bool adopt_grouping(const Tensor& grouping);
+
   const std::vector<Bucket>& buckets() const { return buckets_; }
   ProcessGroup& group() { return *group_; }
   Compressor& compressor() { return *compressor_; }
@@ -109,8 +121,6 @@ class Reducer {
   void check_finite(const Bucket& bucket);
   // Puts this rank's verdict on the last bucket as a rider, when the loss was declared.
   void attach_verdict(Bucket& bucket);
-  // Re-lays out the buckets whose parameters' masks changed since the last step.
-  void follow_masks();
 
   ProcessGroupPtr group_;
   std::unique_ptr<Compressor> compressor_;
@@ -121,8 +131,9 @@ class Reducer {
   std::vector<WorkPtr> work_;             // per bucket, once launched
   size_t next_launch_ = 0;
   bool paused_ = false;
-  bool step_started_ = false;            // a gradient of this step has arrived
-  std::vector<uint64_t> mask_versions_;  // per parameter, in bucket order: the layout's masks
+  bool step_started_ = false;               // a gradient of this step has arrived
+  std::vector<uint64_t> mask_versions_;     // per parameter, in bucket order: the layout's masks
+  std::vector<uint64_t> adopted_versions_;  // adopt_grouping(): the masks it was adopted for
   std::vector<std::pair<size_t, size_t>> where_;  // per parameter, by registration: bucket, entry
   std::shared_ptr<Reducer*> alive_;  // what the parameters' hooks reach this Reducer through
   uint64_t bytes_at_step_start_ = 0;

@@ -3,6 +3,8 @@
 // checkpoints and resume treat them alike: a batch is a pure function of (epoch, index).
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace pac::data {
@@ -10,6 +12,8 @@ namespace pac::data {
 struct Batch {
   Tensor inputs;   // images: f32 [B, C, H, W], normalised; text: i64 tokens [B, T]
   Tensor targets;  // images: i64 labels [B]; text: i64 next tokens [B, T]
+  // Which samples these are: images' indices in the data set, text windows' first characters.
+  std::vector<int64_t> samples;
 };
 
 class BatchSource {

@@ -57,6 +57,7 @@ Batch Loader::batch(int64_t index) const {
   const int64_t pad = options_.crop_padding;
   for (int64_t b = 0; b < count; ++b) {
     int64_t sample = order_[begin + b];
+    out.samples.push_back(sample);
     // A sample's augmentation depends only on (seed, epoch, its place in the epoch's order):
     // reproducible, resumable, and the same whichever rank draws it, so a global batch is the
     // same images on any number of ranks.

@@ -181,6 +181,7 @@ Batch TextLoader::batch(int64_t index) const {
     const int64_t position = (index * b + row) * options_.world_size + options_.rank;
     const int64_t start =
         static_cast<int64_t>(sample_generator(options_.seed, epoch_, position).below(starts));
+    out.samples.push_back(start);
     std::copy(src + start, src + start + t, out.inputs.data<int64_t>() + row * t);
     std::copy(src + start + 1, src + start + t + 1, out.targets.data<int64_t>() + row * t);
   }

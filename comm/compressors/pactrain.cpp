@@ -133,6 +133,12 @@ class Pactrain : public Compressor {
   // The bucket's plan goes; the next reduce() builds one for what the bucket now holds.
   void layout_changed(const Bucket& bucket) override { plans_.erase(bucket.index); }
 
+  // Step counts, encodings and the agreed scales are every rank's; the residuals are each rank's
+  // own share of the correction.
+  RankStateRule rank_state_rule(const std::string& what) const override {
+    return what == "residual" ? RankStateRule::mean : RankStateRule::shared;
+  }
+
   std::string describe_buckets() const override {
     std::vector<std::string> parts;
     for (const auto& [index, plan] : plans_) {

@@ -187,6 +187,13 @@ class PowerSgd : public Compressor {
     read.finish();
   }
 
+  // Q is the all-reduced factor, the same on every rank, and so is the step count; the error
+  // is each rank's own.
+  RankStateRule rank_state_rule(const std::string& what) const override {
+    const bool error = what.size() > 6 && what.compare(what.size() - 6, 6, ".error") == 0;
+    return error ? RankStateRule::mean : RankStateRule::shared;
+  }
+
   // The factors, errors and dense positions belong to the old layout; the step counter stays.
   void layout_changed(const Bucket& bucket) override {
     for (auto it = matrices_.begin(); it != matrices_.end();)

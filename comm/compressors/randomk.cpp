@@ -85,6 +85,11 @@ class RandomK : public Compressor {
     read.finish();
   }
 
+  // The step count picks the coordinates on every rank alike; the residual is each rank's own.
+  RankStateRule rank_state_rule(const std::string& what) const override {
+    return what == "residual" ? RankStateRule::mean : RankStateRule::shared;
+  }
+
   // The residual was laid out for the old sizes; the step counter stays.
   void layout_changed(const Bucket& bucket) override { residuals_.erase(bucket.index); }
 

@@ -81,6 +81,9 @@ class SignSgd : public Compressor {
     read.finish();
   }
 
+  // Its only state, the residual, is each rank's own.
+  RankStateRule rank_state_rule(const std::string&) const override { return RankStateRule::mean; }
+
   // The residual was laid out for the old sizes.
   void layout_changed(const Bucket& bucket) override { residuals_.erase(bucket.index); }
 

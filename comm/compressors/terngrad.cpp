@@ -70,6 +70,9 @@ class TernGrad : public Compressor {
     read.finish();
   }
 
+  // Its only state, the step count, is every rank's.
+  RankStateRule rank_state_rule(const std::string&) const override { return RankStateRule::shared; }
+
  private:
   // Where each parameter's values begin in the bucket, and one past the end.
   static std::vector<int64_t> segments(const Bucket& bucket) {

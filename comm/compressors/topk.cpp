@@ -135,6 +135,12 @@ class TopK : public Compressor {
     read.finish();
   }
 
+  // The residual and the momentum-corrected velocity are each rank's own; the step count (the
+  // warm-up's clock) is every rank's.
+  RankStateRule rank_state_rule(const std::string& what) const override {
+    return what == "steps" ? RankStateRule::shared : RankStateRule::mean;
+  }
+
   // Residual, velocity and positions were laid out for the old sizes; the step count (the
   // warm-up's clock) stays.
   void layout_changed(const Bucket& bucket) override {
