@@ -122,8 +122,11 @@ class TrainingRun {
 
   RunPosition position_;
   int64_t resumed_from_ranks_ = 0;  // --resume: the checkpoint's number of ranks
-  double resume_seconds_ = 0.0;     // loading it and mapping its state, on this rank
-  bool checkpointing_ = false;      // every --checkpoint-every steps
+  struct {
+    double load = 0.0;   // reading the file into the model and optimizer, on this rank
+    double state = 0.0;  // putting back (or mapping) the ranks' own state
+  } resume_seconds_;
+  bool checkpointing_ = false;  // every --checkpoint-every steps
   std::unique_ptr<MetricsWriter> metrics_;
   StepCost between_steps_;  // evaluations' and checkpoints' traffic, for the next step's record
   TrainResult result_;

@@ -46,6 +46,8 @@ void TrainingRun::resume() {
   params_ = model_->named_parameters();
   if (world_ > 1) prune::check_masks_agree(*group_, params_);
   if (o_.resume.empty()) return;
+  resume_seconds_.load = seconds_since(started);
+  const Clock::time_point restoring = Clock::now();
   RestoredRunState restored =
       restore_run_state(loaded_run, o_.resume, *group_, reducer_.get(), o_.compress, pruner_.get(),
                         sync_name_, o_.seed, position_.step);
@@ -59,7 +61,7 @@ void TrainingRun::resume() {
     outer_->load_state(read.section("outer."));
     read.finish();
   }
-  resume_seconds_ = seconds_since(started);
+  resume_seconds_.state = seconds_since(restoring);
 }
 
 // --allow-batch-change: the checkpoint's place in its epoch, in samples, becomes a batch of this

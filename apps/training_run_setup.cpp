@@ -125,7 +125,9 @@ TrainingRun::TrainingRun(TrainOptions options, std::string adapted, Device devic
                      {"step", position_.step},
                      {"from_ranks", resumed_from_ranks_},
                      {"ranks", world_},
-                     {"seconds", resume_seconds_}});
+                     {"seconds", resume_seconds_.load + resume_seconds_.state},
+                     {"load_s", resume_seconds_.load},
+                     {"state_s", resume_seconds_.state}});
   }
   show_bar_ = !quiet_ && isatty(2);
   print_plan();
