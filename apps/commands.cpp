@@ -96,13 +96,20 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
   };
 
   group = "Data";
-  add("--data", o.data, "fashion-mnist, mnist, cifar10, synthetic, text (--text-file) or fortunes");
+  add("--data", o.data,
+      "fashion-mnist, mnist, cifar10, cifar100, synthetic, text (--text-file) or fortunes");
+  flag("--coarse-labels", o.coarse_labels,
+       "--data cifar100: its 20 superclasses instead of its 100 classes");
   add("--text-file", o.text_file,
       "--data text: a UTF-8 file; one token per character, 90% for training");
   add("--data-dir", o.data_dir, "folder of the data set (default: its usual one)");
   add("--train-subset", o.train_subset, "use the first N training samples (0: all)");
   add("--test-subset", o.test_subset, "evaluate on the first N test samples (0: all)");
   add("--synthetic-size", o.synthetic_size, "samples of --data synthetic");
+  add("--loader-threads", o.loader_threads,
+      "threads making the next batches while a step runs (-1: the cores --threads leaves to this "
+      "rank, at most 4; 0: none, each batch made when the step asks)")
+      ->check(CLI::Range(-1, 64));
   add("--crop-padding", o.crop_padding, "random crop after padding (0: off)");
   flag("--flip", o.flip, "random horizontal flips");
   add("--eval-every", o.eval_every, "also evaluate every N steps (0: per epoch)");

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   eval_cmd->add_option("--data-dir", eval_options.data_dir, "folder of the data set");
   eval_cmd->add_option("--text-file", eval_options.text_file, "--data text: the UTF-8 file");
+  eval_cmd->add_flag("--coarse-labels", eval_options.coarse_labels,
+                     "--data cifar100: its 20 superclasses");
   eval_cmd->add_option("--batch", eval_batch, "batch size (0: 500 images, 12 windows of text)")
       ->capture_default_str();
   eval_cmd->add_option("--test-subset", eval_options.test_subset, "first N test samples (0: all)");

@@ -19,6 +19,9 @@ data::Dataset load_images(const TrainOptions& o, bool train) {
     d = data::load_mnist_like(o.data, dir, train);
   } else if (o.data == "cifar10") {
     d = data::load_cifar10(o.data_dir.empty() ? "data/cifar-10-batches-bin" : o.data_dir, train);
+  } else if (o.data == "cifar100") {
+    d = data::load_cifar100(o.data_dir.empty() ? "data/cifar-100-binary" : o.data_dir, train,
+                            o.coarse_labels);
   } else if (o.data == "synthetic") {
     int64_t channels = o.model.in_channels ? o.model.in_channels : 3;
     int64_t size = o.model.image_size ? o.model.image_size : 28;
@@ -27,10 +30,12 @@ data::Dataset load_images(const TrainOptions& o, bool train) {
                              channels, size, classes, o.seed * 2 + (train ? 0 : 1));
   } else {
     PAC_FAIL(
-        "--data '{}' is not known; expected fashion-mnist, mnist, cifar10, synthetic, text or "
-        "fortunes",
+        "--data '{}' is not known; expected fashion-mnist, mnist, cifar10, cifar100, synthetic, "
+        "text or fortunes",
         o.data);
   }
+  PAC_CHECK(!o.coarse_labels || o.data == "cifar100",
+            "--coarse-labels picks CIFAR-100's 20 superclasses; --data {} has none", o.data);
   int64_t subset = train ? o.train_subset : o.test_subset;
   if (subset > 0 && subset < d.size()) {
     d.images = d.images.view_flat(0, {subset, d.channels(), d.height(), d.width()});

@@ -100,6 +100,7 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
 
   // What the group sent since the last step's record (evaluations, checkpoints) counts here.
   StepCost cost = std::exchange(between_steps_, StepCost{});
+  cost.data_wait_s = loader_->take_wait_seconds();
   prune::PruneStep pruned;
   if (pruner_) pruned = pruning_event(batch, cost);
   inject_faults();

@@ -20,7 +20,8 @@ struct TrainOptions {
   int64_t train_subset = 0;  // > 0: use only the first N training samples
   int64_t test_subset = 0;   // > 0: evaluate on the first N test samples
   int64_t synthetic_size = 4096;
-  std::string text_file;  // --data text
+  std::string text_file;       // --data text
+  bool coarse_labels = false;  // --data cifar100: the 20 superclasses
   // Evaluate every N steps as well as after every epoch (0: epochs only), on M batches of
   // validation windows for text (0: all of them).
   int64_t eval_every = 0, eval_iters = 0;
@@ -68,7 +69,8 @@ struct TrainOptions {
   std::vector<std::string> prune_exclude;
 
   uint64_t seed = 0;
-  int threads = 0;  // 0: every core
+  int threads = 0;          // 0: every core
+  int loader_threads = -1;  // batches made ahead of the step; -1: the cores --threads leaves
   std::string metrics, checkpoint, resume;
   // Resume from a checkpoint trained with another global batch (its schedule moves; see resume).
   bool allow_batch_change = false;

@@ -11,6 +11,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/data/loader.h"
+#include "apps/data/prefetch.h"
 #include "apps/faults.h"
 #include "apps/metrics.h"
 #include "apps/outer_sync.h"
@@ -36,6 +37,7 @@ struct StepCost {
   uint64_t pruning_bytes = 0;     // a pruning event's scores, masks and checks
   uint64_t eval_bytes = 0;        // the batch-norm buffers shared before an evaluation
   uint64_t checkpoint_bytes = 0;  // per-rank state gathered to rank 0, and the verdict
+  double data_wait_s = 0.0;       // the step waiting for its batch (made ahead, or made then)
 };
 
 // Sums over an epoch, for its record and the run's result.
@@ -64,6 +66,7 @@ class TrainingRun {
   void build_model();
   void build_data_parallel();
   void build_loaders();
+  int loader_threads() const;
   void build_pruner();
   void build_sync();
   void print_plan() const;
@@ -107,7 +110,7 @@ class TrainingRun {
   bool gradient_has_momentum_ = false;  // the compressor moves the gradient (DGC)
   std::unique_ptr<comm::Reducer> reducer_;
 
-  std::unique_ptr<data::BatchSource> loader_;
+  std::unique_ptr<data::Prefetcher> loader_;
   int64_t batches_ = 0, total_steps_ = 0;
   std::unique_ptr<optim::Schedule> schedule_;
 

@@ -161,11 +161,23 @@ void TrainingRun::build_data_parallel() {
   }
 }
 
+// --loader-threads, or by default the cores this rank's share of the machine has left after its
+// compute threads (mpirun says how many ranks share it).
+int TrainingRun::loader_threads() const {
+  if (o_.loader_threads >= 0) return o_.loader_threads;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
+  return data::default_loader_threads(cpu::num_threads(), local_ranks);
+}
+
 // This rank's training batches, the run's length and its learning-rate schedule.
 void TrainingRun::build_loaders() {
   {
     MemoryTagScope tag(MemoryTag::data);
-    loader_ = make_train_loader(data_, o_, config_, rank_, world_, /*pinned=*/!device_.is_cpu());
+    // Two batches ahead: the next step's, and one to absorb a slow one.
+    loader_ = std::make_unique<data::Prefetcher>(
+        make_train_loader(data_, o_, config_, rank_, world_, /*pinned=*/!device_.is_cpu()),
+        loader_threads(), 2);
   }
   batches_ = loader_->num_batches();
   PAC_CHECK(batches_ > 0, "{} training samples make no full batch of {}", data_.train.size(),
@@ -257,6 +269,10 @@ void TrainingRun::print_plan() const {
   if (!adapted_.empty()) {
     std::printf("compressor: pactrain with adamw: %s (AdamW's defaults; set them to override)\n",
                 adapted_.c_str());
+  }
+  if (loader_->threads() > 0) {
+    std::printf("loading: %d thread(s) make the next batches while a step runs\n",
+                loader_->threads());
   }
   if (pruner_) std::printf("pruning: %s\n", pruner_->describe().c_str());
   if (recalibration_loader_) {

@@ -430,3 +430,21 @@ TEST_CASE("a GPT run on text resumes bit-identically, pruned, across an epoch bo
   check_resume_is_exact(o, 17);      // after the last pruning event, in the second epoch
   fs::remove(text_path);
 }
+
+TEST_CASE("batches made ahead by loader threads train exactly as batches made by the step") {
+  TrainOptions o = small_run();
+  o.crop_padding = 2;
+  o.flip = true;
+  o.loader_threads = 0;
+  const std::string alone = temp_path("loader-alone.safetensors");
+  const std::string ahead = temp_path("loader-ahead.safetensors");
+  o.checkpoint = alone;
+  train(o);
+  o.loader_threads = 3;
+  o.checkpoint = ahead;
+  train(o);
+  check_same_tensors(alone, ahead);
+  // And a resume, whose first epoch starts midway, with them.
+  check_resume_is_exact(o, 4);
+  for (const auto& p : {alone, ahead}) fs::remove(p);
+}

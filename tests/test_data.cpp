@@ -3,13 +3,17 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "apps/data/dataset.h"
 #include "apps/data/idx.h"
 #include "apps/data/loader.h"
+#include "apps/data/prefetch.h"
 
 using namespace pac;
 namespace fs = std::filesystem;
@@ -167,6 +171,39 @@ TEST_CASE("CIFAR-10 binary files: records, labels and sizes are checked") {
                        doctest::Contains("record 1 has label 10"), Error);
 }
 
+TEST_CASE("CIFAR-100 binary files: fine or coarse labels, pixels after both, checked") {
+  TempDir dir;
+  std::vector<unsigned char> bytes(2 * 3074, 0);
+  bytes[0] = 4;  // record 0: superclass 4, class 30
+  bytes[1] = 30;
+  bytes[2] = 11;     // its first pixel
+  bytes[3074] = 19;  // record 1: superclass 19, class 99
+  bytes[3075] = 99;
+  bytes[2 * 3074 - 1] = 200;  // its last pixel
+  write(dir / "train.bin", bytes);
+  data::Dataset fine = data::load_cifar100(dir.path.string(), true);
+  CHECK(fine.name == "cifar100");
+  CHECK(fine.num_classes == 100);
+  CHECK(fine.images.shape() == Shape{2, 3, 32, 32});
+  CHECK(fine.labels.to_vector() == std::vector<float>{30, 99});
+  CHECK(fine.images.data<uint8_t>()[0] == 11);
+  CHECK(fine.images.data<uint8_t>()[2 * 3072 - 1] == 200);
+  data::Dataset coarse = data::load_cifar100(dir.path.string(), true, /*coarse=*/true);
+  CHECK(coarse.num_classes == 20);
+  CHECK(coarse.labels.to_vector() == std::vector<float>{4, 19});
+  bytes[3075] = 100;
+  write(dir / "train.bin", bytes);
+  CHECK_THROWS_WITH_AS(data::load_cifar100(dir.path.string(), true),
+                       doctest::Contains("record 1 has label 100, expected 0 to 99"), Error);
+  bytes.resize(3073);
+  write(dir / "train.bin", bytes);
+  CHECK_THROWS_WITH_AS(data::load_cifar100(dir.path.string(), true),
+                       doctest::Contains("not a whole number of 3074-byte records (2 label bytes"),
+                       Error);
+  CHECK_THROWS_WITH_AS(data::load_cifar100(dir.path.string(), false),
+                       doctest::Contains("no test.bin in"), Error);
+}
+
 TEST_CASE("loader shards disjointly, shuffles per epoch, and is reproducible") {
   data::Dataset d = data::make_synthetic(103, 1, 6, 4, 1);
   int64_t batches = -1;
@@ -263,4 +300,52 @@ TEST_CASE("normalisation, crop and flip") {
   CHECK(moved);  // some epoch flips image 0 so its bright pixel lands at the top right
   data::Loader cropped(d, {4, false, 0, 0, 1, true, 2, false});
   CHECK(cropped.batch(0).inputs.shape() == Shape{4, 1, 4, 4});
+}
+
+namespace {
+
+// Batch i holds the value i; `fail_at` throws; counts how many batch() calls run at once.
+class CountingSource : public data::BatchSource {
+ public:
+  explicit CountingSource(int64_t fail_at = -1) : fail_at_(fail_at) {}
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+  int64_t num_batches() const override { return 12; }
+  data::Batch batch(int64_t index) const override {
+    const int now = ++running_;
+    most_ = std::max(most_.load(), now);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    --running_;
+    PAC_CHECK(index != fail_at_, "batch {} could not be read", index);
+    data::Batch b{Tensor::full({1}, static_cast<float>(epoch_ * 100 + index)), Tensor()};
+    b.samples = {index};
+    return b;
+  }
+  mutable std::atomic<int> running_{0}, most_{0};
+
+ private:
+  int64_t epoch_ = 0, fail_at_;
+};
+
+}  // namespace
+
+TEST_CASE("the prefetcher gives the same batches with any number of threads, and their errors") {
+  for (int threads : {0, 1, 3}) {
+    CAPTURE(threads);
+    auto source = std::make_unique<CountingSource>();
+    CountingSource* counting = source.get();
+    data::Prefetcher loader(std::move(source), threads, 4);
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      loader.set_epoch(epoch);
+      // A resumed epoch starts midway.
+      for (int64_t i = epoch == 0 ? 0 : 5; i < loader.num_batches(); ++i)
+        CHECK(loader.batch(i).inputs.to_vector()[0] == static_cast<float>(epoch * 100 + i));
+    }
+    CHECK(loader.take_wait_seconds() > 0.0);
+    CHECK(loader.take_wait_seconds() == 0.0);
+    if (threads == 3) CHECK(counting->most_ > 1);  // the workers did run together
+  }
+  data::Prefetcher failing(std::make_unique<CountingSource>(3), 2, 2);
+  failing.set_epoch(0);
+  for (int64_t i = 0; i < 3; ++i) failing.batch(i);
+  CHECK_THROWS_WITH(failing.batch(3), doctest::Contains("batch 3 could not be read"));
 }

@@ -29,6 +29,11 @@ Dataset load_cifar10(const std::string& dir, bool train);
 // The same from the files' bytes (`names` for errors): whole 3073-byte records, labels 0 to 9.
 Dataset decode_cifar10(const std::vector<std::string>& names,
                        const std::vector<std::vector<uint8_t>>& contents);
+// CIFAR-100 binary version: train.bin or test.bin, whose records carry a coarse label (20
+// superclasses) and a fine one (100 classes): the fine labels, or with `coarse` the superclasses.
+Dataset load_cifar100(const std::string& dir, bool train, bool coarse = false);
+Dataset decode_cifar100(const std::vector<std::string>& names,
+                        const std::vector<std::vector<uint8_t>>& contents, bool coarse = false);
 // Random images with a per-class pattern (learnable, for throughput runs and tests).
 Dataset make_synthetic(int64_t size, int64_t channels, int64_t image_size, int64_t num_classes,
                        uint64_t seed);

@@ -50,6 +50,84 @@ Dataset load_mnist_like(const std::string& name, const std::string& dir, bool tr
   return d;
 }
 
+namespace {
+
+// A CIFAR binary file's records: label bytes, then 3x32x32 pixels.
+struct CifarLayout {
+  const char* name;     // "cifar10"
+  int64_t label_bytes;  // 1 (CIFAR-10) or 2 (CIFAR-100: coarse, fine)
+  int64_t label_at;     // which of them is the label
+  int64_t classes;
+  std::vector<float> mean, std;
+};
+
+CifarLayout cifar10_layout() {
+  return {"cifar10", 1, 0, 10, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
+}
+
+CifarLayout cifar100_layout(bool coarse) {
+  return {"cifar100",
+          2,
+          coarse ? 0 : 1,
+          coarse ? 20 : 100,
+          {0.5071f, 0.4865f, 0.4409f},
+          {0.2673f, 0.2564f, 0.2762f}};
+}
+
+Dataset decode_cifar(const std::vector<std::string>& names,
+                     const std::vector<std::vector<uint8_t>>& contents, const CifarLayout& l) {
+  const int64_t pixels = 3 * 32 * 32, record = l.label_bytes + pixels;
+  PAC_CHECK(names.size() == contents.size(), "{}: {} names for {} files", l.name, names.size(),
+            contents.size());
+  int64_t total = 0;
+  for (size_t f = 0; f < contents.size(); ++f) {
+    const auto& bytes = contents[f];
+    PAC_CHECK(!bytes.empty() && bytes.size() % record == 0,
+              "{}: size {} bytes is not a whole number of {}-byte records ({} label byte{}, then "
+              "3x32x32 pixels)",
+              names[f], bytes.size(), record, l.label_bytes, l.label_bytes > 1 ? "s" : "");
+    for (size_t at = 0; at < bytes.size(); at += record) {
+      const uint8_t label = bytes[at + l.label_at];
+      PAC_CHECK(label < l.classes, "{}: record {} has label {}, expected 0 to {} (byte {})",
+                names[f], at / record, label, l.classes - 1, at + l.label_at);
+    }
+    total += static_cast<int64_t>(bytes.size()) / record;
+  }
+  Dataset d;
+  d.name = l.name;
+  d.images = Tensor::empty({total, 3, 32, 32}, DType::u8);
+  d.labels = Tensor::empty({total}, DType::i64);
+  d.num_classes = l.classes;
+  d.mean = l.mean;
+  d.std = l.std;
+  int64_t n = 0;
+  for (const auto& bytes : contents) {
+    for (size_t at = 0; at < bytes.size(); at += record, ++n) {
+      d.labels.data<int64_t>()[n] = bytes[at + l.label_at];
+      std::copy(bytes.begin() + at + l.label_bytes, bytes.begin() + at + record,
+                d.images.data<uint8_t>() + n * pixels);
+    }
+  }
+  return d;
+}
+
+Dataset load_cifar(const std::string& dir, const std::vector<std::string>& names,
+                   const CifarLayout& layout, const char* set_name) {
+  std::vector<std::string> paths;
+  std::vector<std::vector<uint8_t>> contents;
+  for (const auto& name : names) {
+    fs::path path = fs::path(dir) / name;
+    PAC_CHECK(fs::exists(path),
+              "{}: no {} in '{}' (set --data-dir to the folder of the {} binary version)",
+              layout.name, name, dir, set_name);
+    paths.push_back(path.string());
+    contents.push_back(read_file_bytes(path.string(), uint64_t{1} << 32));
+  }
+  return decode_cifar(paths, contents, layout);
+}
+
+}  // namespace
+
 Dataset load_cifar10(const std::string& dir, bool train) {
   std::vector<std::string> names;
   if (train) {
@@ -57,54 +135,21 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   } else {
     names.push_back("test_batch.bin");
   }
-  std::vector<std::string> paths;
-  std::vector<std::vector<uint8_t>> contents;
-  for (const auto& name : names) {
-    fs::path path = fs::path(dir) / name;
-    PAC_CHECK(fs::exists(path),
-              "cifar10: no {} in '{}' (set --data-dir to the folder of the "
-              "CIFAR-10 binary version)",
-              name, dir);
-    paths.push_back(path.string());
-    contents.push_back(read_file_bytes(path.string(), uint64_t{1} << 32));
-  }
-  return decode_cifar10(paths, contents);
+  return load_cifar(dir, names, cifar10_layout(), "CIFAR-10");
 }
 
 Dataset decode_cifar10(const std::vector<std::string>& names,
                        const std::vector<std::vector<uint8_t>>& contents) {
-  constexpr int64_t record = 1 + 3 * 32 * 32;
-  PAC_CHECK(names.size() == contents.size(), "cifar10: {} names for {} files", names.size(),
-            contents.size());
-  int64_t total = 0;
-  for (size_t f = 0; f < contents.size(); ++f) {
-    const auto& bytes = contents[f];
-    PAC_CHECK(!bytes.empty() && bytes.size() % record == 0,
-              "{}: size {} bytes is not a whole number of {}-byte records (1 label byte, then "
-              "3x32x32 pixels)",
-              names[f], bytes.size(), record);
-    for (size_t at = 0; at < bytes.size(); at += record) {
-      PAC_CHECK(bytes[at] < 10, "{}: record {} has label {}, expected 0 to 9 (byte {})", names[f],
-                at / record, bytes[at], at);
-    }
-    total += static_cast<int64_t>(bytes.size()) / record;
-  }
-  Dataset d;
-  d.name = "cifar10";
-  d.images = Tensor::empty({total, 3, 32, 32}, DType::u8);
-  d.labels = Tensor::empty({total}, DType::i64);
-  d.num_classes = 10;
-  d.mean = {0.4914f, 0.4822f, 0.4465f};
-  d.std = {0.2470f, 0.2435f, 0.2616f};
-  int64_t n = 0;
-  for (const auto& bytes : contents) {
-    for (size_t at = 0; at < bytes.size(); at += record, ++n) {
-      d.labels.data<int64_t>()[n] = bytes[at];
-      std::copy(bytes.begin() + at + 1, bytes.begin() + at + record,
-                d.images.data<uint8_t>() + n * (record - 1));
-    }
-  }
-  return d;
+  return decode_cifar(names, contents, cifar10_layout());
+}
+
+Dataset load_cifar100(const std::string& dir, bool train, bool coarse) {
+  return load_cifar(dir, {train ? "train.bin" : "test.bin"}, cifar100_layout(coarse), "CIFAR-100");
+}
+
+Dataset decode_cifar100(const std::vector<std::string>& names,
+                        const std::vector<std::vector<uint8_t>>& contents, bool coarse) {
+  return decode_cifar(names, contents, cifar100_layout(coarse));
 }
 
 Dataset make_synthetic(int64_t size, int64_t channels, int64_t image_size, int64_t num_classes,
