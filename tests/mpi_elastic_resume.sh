@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Elastic resume: checkpoints written by P ranks resumed on P' ranks with the same global batch.
 #   1. 2 -> 4 -> 2 ranks (dense, pactrain ternary with error feedback on a pruned model,
-#      PowerSGD) and 1 -> 2: a 24-step ResNet-20 run dies after its step-8 checkpoint, resumes on
+#      PowerSGD, DiLoCo) and 1 -> 2: a 24-step ResNet-20 run dies after its step-8 checkpoint, resumes on
 #      the other number of ranks, dies after step 16, and finishes on the first number. Every
 #      step's global batch must be the same sample indices as an uninterrupted run's (each rank
 #      writes what it loads, PACTRAIN_TRACE_SAMPLES), and the run must say how it mapped each
@@ -98,7 +98,7 @@ chain() {
 
 # expect NAME PART TEXT: that part's log says TEXT (how the ranks' state was mapped).
 expect() {
-  grep -qF "$3" "$dir/$1-$2.log" || {
+  grep -qF -- "$3" "$dir/$1-$2.log" || {
     fail "$1: part $2 does not say '$3'"
     grep -A6 "resuming a checkpoint" "$dir/$1-$2.log"
   }
@@ -118,6 +118,11 @@ chain powersgd 2 4 --model resnet20 --compress powersgd --compress-opt rank=2 \
   --compress-opt start_iter=2
 expect powersgd 2 "compressor powersgd: error averaged over the 2 saved ranks; q, steps as saved"
 chain one-to-two 1 2 --model resnet20
+# DiLoCo: checkpoints at synchronisations; each rank's inner AdamW moments are averaged, the outer
+# Nesterov momentum is every rank's.
+chain diloco 2 4 --model resnet20 --sync diloco:4 --optimizer adamw --lr 0.003
+expect diloco 2 "--sync diloco:4 state: "
+expect diloco 2 "averaged over the 2 saved ranks"
 
 # 2. Layer norm: the resumed weights against the straight run's, within rounding.
 for name in vit-dense vit-pactrain; do
