@@ -28,7 +28,7 @@ def numel(info):
     for d in info["shape"]:
         count *= d
     return count
-names = [k for k in header if not k.startswith(("optimizer.", "pruner.", "rank")) and not k.endswith(".mask")]
+names = [k for k in header if not k.startswith(("optimizer.", "pruner.", "reducer.", "rank")) and not k.endswith(".mask")]
 params = [k for k in names if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
 kept = 0
 for name in params:
