@@ -74,10 +74,10 @@ def main():
         model = getattr(torchvision.models, config["name"])(num_classes=config["num_classes"])
         if config["in_channels"] != 3:
             model.conv1 = torch.nn.Conv2d(config["in_channels"], 64, 7, 2, 3, bias=False)
-        # The model's own tensors: not the optimizer's, the pruner's or a rank's run state
-        # (compressor residuals, random generator), and not the masks.
+        # The model's own tensors: not the optimizer's, the pruner's, the reducer's or a rank's
+        # run state (compressor residuals, random generator), and not the masks.
         def run_state(k):
-            return (k.startswith(("optimizer.", "pruner.")) or k.endswith(".mask") or
+            return (k.startswith(("optimizer.", "pruner.", "reducer.")) or k.endswith(".mask") or
                     (k.startswith("rank") and k.split(".")[0][4:].isdigit()))
         weights = {k: v for k, v in tensors.items() if not run_state(k)}
         missing, unexpected = model.load_state_dict(weights, strict=False)
