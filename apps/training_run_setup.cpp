@@ -162,22 +162,26 @@ void TrainingRun::build_data_parallel() {
 }
 
 // --loader-threads, or by default the cores this rank's share of the machine has left after its
-// compute threads (mpirun says how many ranks share it).
+// compute threads (mpirun says how many ranks share it); on a GPU the one thread that drives it.
 int TrainingRun::loader_threads() const {
   if (o_.loader_threads >= 0) return o_.loader_threads;
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
-  return data::default_loader_threads(cpu::num_threads(), local_ranks);
+  return data::default_loader_threads(device_.is_cpu() ? cpu::num_threads() : 1, local_ranks);
 }
 
 // This rank's training batches, the run's length and its learning-rate schedule.
 void TrainingRun::build_loaders() {
   {
     MemoryTagScope tag(MemoryTag::data);
-    // Two batches ahead: the next step's, and one to absorb a slow one.
+    // Two batches ahead: the next step's, and one to absorb a slow one. On a GPU the workers
+    // make pinned batches for this rank's device.
+    std::function<void()> on_worker_start;
+    if (!device_.is_cpu())
+      on_worker_start = [gpu = current_cuda_device()] { cuda_set_device(gpu); };
     loader_ = std::make_unique<data::Prefetcher>(
         make_train_loader(data_, o_, config_, rank_, world_, /*pinned=*/!device_.is_cpu()),
-        loader_threads(), 2);
+        loader_threads(), 2, on_worker_start);
   }
   batches_ = loader_->num_batches();
   PAC_CHECK(batches_ > 0, "{} training samples make no full batch of {}", data_.train.size(),

@@ -18,10 +18,16 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-Prefetcher::Prefetcher(std::unique_ptr<BatchSource> source, int threads, int depth)
+Prefetcher::Prefetcher(std::unique_ptr<BatchSource> source, int threads, int depth,
+                       std::function<void()> on_worker_start)
     : source_(std::move(source)), depth_(std::max(1, depth)) {
   PAC_CHECK(threads >= 0, "--loader-threads must be >= 0, got {}", threads);
-  for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+  for (int t = 0; t < threads; ++t) {
+    workers_.emplace_back([this, on_worker_start] {
+      if (on_worker_start) on_worker_start();
+      work();
+    });
+  }
 }
 
 Prefetcher::~Prefetcher() {

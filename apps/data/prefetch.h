@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,7 +23,10 @@ class Prefetcher : public BatchSource {
  public:
   // `source` must allow batch() from several threads at once (the image and text loaders do:
   // they read their data and their epoch's order and write only the batch they return).
-  Prefetcher(std::unique_ptr<BatchSource> source, int threads, int depth);
+  // `on_worker_start` runs first on each worker: a GPU run's makes the rank's GPU current there,
+  // so that pinned buffers do not open a context on GPU 0.
+  Prefetcher(std::unique_ptr<BatchSource> source, int threads, int depth,
+             std::function<void()> on_worker_start = {});
   ~Prefetcher() override;
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
