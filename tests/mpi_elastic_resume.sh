@@ -126,7 +126,7 @@ expect diloco 2 "averaged over the 2 saved ranks"
 
 # 2. Layer norm: the resumed weights against the straight run's, within rounding.
 for name in vit-dense vit-pactrain; do
-  options=(--model vit-tiny --patch 4 --schedule constant --lr 0.01)
+  options=(--model vit-tiny --patch 4 --depth 3 --schedule constant --lr 0.01)
   [ "$name" = vit-pactrain ] && options+=(--prune magnitude --sparsity 0.5 --prune-schedule oneshot:0
     --compress pactrain --compress-opt enc=fp32)
   run 2 "$dir/$name-straight" "$dir/$name-straight.safetensors" "${options[@]}" \
