@@ -162,11 +162,18 @@ void TrainingRun::build_data_parallel() {
 }
 
 // --loader-threads, or by default the cores this rank's share of the machine has left after its
-// compute threads (mpirun says how many ranks share it); on a GPU the one thread that drives it.
+// compute threads (the launcher says how many ranks share it: Open MPI's mpirun, MPICH's, or
+// Slurm's srun); on a GPU the one thread that drives it.
 int TrainingRun::loader_threads() const {
   if (o_.loader_threads >= 0) return o_.loader_threads;
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
+  int local_ranks = 1;
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* value = std::getenv(name); value && std::atoi(value) > 0) {
+      local_ranks = std::atoi(value);
+      break;
+    }
+  }
   return data::default_loader_threads(device_.is_cpu() ? cpu::num_threads() : 1, local_ranks);
 }
 
