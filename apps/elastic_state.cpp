@@ -23,12 +23,6 @@ std::vector<StateDict> sections(const RunState& saved, const std::string& prefix
   return out;
 }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor ha = a.cpu(), hb = b.cpu();
-  return std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
-}
-
 // Every saved rank's `key` in `states`; the ranks' layouts were checked equal when they were
 // saved (apps/run_state.cpp), so each has it.
 std::vector<Tensor> across_ranks(const std::vector<StateDict>& states, const std::string& key) {
@@ -166,6 +160,12 @@ void map_by_agreement(const RunState& saved, const std::string& prefix, const st
 }
 
 }  // namespace
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ha = a.cpu(), hb = b.cpu();
+  return std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+}
 
 ElasticState map_rank_states(const RunState& saved, const comm::Compressor* compressor,
                              const Tensor& grouping, int rank, uint64_t seed, int64_t step) {

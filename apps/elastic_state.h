@@ -30,6 +30,9 @@ struct ElasticState {
   std::vector<std::string> notes;  // what was kept, averaged, re-derived or reset: one line each
 };
 
+// Whether two tensors hold the same dtype, shape and bytes (wherever they live).
+bool same_bytes(const Tensor& a, const Tensor& b);
+
 // The state rank `rank` of a run on another number of ranks loads. `compressor` is this run's
 // (null without a reducer); `grouping` its Reducer's buckets after the checkpoint's masks
 // (Reducer::grouping()); `seed` and `step` re-derive a generator.

@@ -63,11 +63,6 @@ std::vector<StateDict> gather_to_rank0(comm::ProcessGroup& group, const StateDic
   return out;
 }
 
-bool same_grouping(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && a.dtype() == b.dtype() &&
-         std::memcmp(a.cpu().raw_data(), b.cpu().raw_data(), a.nbytes()) == 0;
-}
-
 }  // namespace
 
 RunState capture_run_state(comm::ProcessGroup& group, comm::Reducer* reducer,
@@ -126,7 +121,7 @@ RestoredRunState restore_run_state(const RunState& state, const std::string& pat
       reducer->follow_masks();
       const Tensor own = reducer->grouping();
       auto saved = state.reducer.find("buckets");
-      if (saved != state.reducer.end() && !same_grouping(own, saved->second) &&
+      if (saved != state.reducer.end() && !same_bytes(own, saved->second) &&
           reducer->adopt_grouping(saved->second)) {
         reducer->follow_masks();
         out.notes.push_back(fmt::format(

@@ -21,11 +21,6 @@ using pac::testing::world_ptr;
 
 namespace {
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-
 // Every other entry of each weight matrix pruned: pactrain then codes a compact vector.
 void prune_half(nn::Module& model) {
   for (auto& [name, p] : model.named_parameters()) {
