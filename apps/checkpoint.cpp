@@ -29,6 +29,11 @@ std::string model_config_json(const models::ModelConfig& c) {
                       {"vocab_size", c.vocab_size},
                       {"context", c.context},
                       {"vocab", c.vocab}};
+  if (!c.classes.empty()) j["classes"] = c.classes;
+  if (!c.normalize_mean.empty()) {
+    j["normalize_mean"] = c.normalize_mean;
+    j["normalize_std"] = c.normalize_std;
+  }
   return j.dump();
 }
 
@@ -70,6 +75,21 @@ models::ModelConfig model_config_from_json(const std::string& text, const std::s
       c.vocab_size = integer("vocab_size", 0, 1 << 24);
       c.context = integer("context", 0, 1 << 20);
       c.vocab = j.at("vocab").get<std::string>();
+    }
+    // Image-folder models only.
+    if (j.contains("classes")) {
+      c.classes = j.at("classes").get<std::vector<std::string>>();
+      PAC_CHECK(static_cast<int64_t>(c.classes.size()) == c.num_classes,
+                "{}: the model configuration names {} classes for {} outputs", path,
+                c.classes.size(), c.num_classes);
+    }
+    if (j.contains("normalize_mean")) {
+      c.normalize_mean = j.at("normalize_mean").get<std::vector<float>>();
+      c.normalize_std = j.at("normalize_std").get<std::vector<float>>();
+      PAC_CHECK(c.normalize_mean.size() == 3 && c.normalize_std.size() == 3,
+                "{}: the model configuration's normalisation has {} means and {} deviations, "
+                "expected 3 of each",
+                path, c.normalize_mean.size(), c.normalize_std.size());
     }
     return c;
   } catch (const nlohmann::json::exception& e) {

@@ -97,12 +97,29 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
 
   group = "Data";
   add("--data", o.data,
-      "fashion-mnist, mnist, cifar10, cifar100, synthetic, text (--text-file) or fortunes");
+      "fashion-mnist, mnist, cifar10, cifar100, imagefolder (--data-dir), synthetic, text "
+      "(--text-file) or fortunes");
   flag("--coarse-labels", o.coarse_labels,
        "--data cifar100: its 20 superclasses instead of its 100 classes");
   add("--text-file", o.text_file,
       "--data text: a UTF-8 file; one token per character, 90% for training");
-  add("--data-dir", o.data_dir, "folder of the data set (default: its usual one)");
+  add("--data-dir", o.data_dir,
+      "folder of the data set (default: its usual one); --data imagefolder: DIR with "
+      "DIR/train/CLASS/* and DIR/val/CLASS/*");
+  // No default written down: unset, the folder's model takes ImageNet's (a recipe omits them).
+  cmd.add_option("--normalize-mean", o.model.normalize_mean,
+                 "--data imagefolder: R G B means on the [0, 1] scale (default: ImageNet's "
+                 "0.485 0.456 0.406)")
+      ->expected(3)
+      ->group(group);
+  cmd.add_option("--normalize-std", o.model.normalize_std,
+                 "--data imagefolder: R G B standard deviations (default: ImageNet's 0.229 "
+                 "0.224 0.225)")
+      ->expected(3)
+      ->group(group);
+  flag("--skip-corrupt-images", o.skip_corrupt_images,
+       "--data imagefolder: skip and count images that cannot be decoded (default: an error "
+       "naming the file)");
   add("--train-subset", o.train_subset, "use the first N training samples (0: all)");
   add("--test-subset", o.test_subset, "evaluate on the first N test samples (0: all)");
   add("--synthetic-size", o.synthetic_size, "samples of --data synthetic");

@@ -11,6 +11,7 @@
 
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
+#include "apps/data/prefetch.h"
 #include "apps/generate.h"
 #include "apps/prune_report.h"
 #include "apps/recipe.h"
@@ -57,7 +58,11 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--text-file", eval_options.text_file, "--data text: the UTF-8 file");
   eval_cmd->add_flag("--coarse-labels", eval_options.coarse_labels,
                      "--data cifar100: its 20 superclasses");
-  eval_cmd->add_option("--batch", eval_batch, "batch size (0: 500 images, 12 windows of text)")
+  eval_cmd->add_flag("--skip-corrupt-images", eval_options.skip_corrupt_images,
+                     "--data imagefolder: skip images that cannot be decoded");
+  eval_cmd
+      ->add_option("--batch", eval_batch,
+                   "batch size (0: 500 images, 100 of an image folder, 12 windows of text)")
       ->capture_default_str();
   eval_cmd->add_option("--test-subset", eval_options.test_subset, "first N test samples (0: all)");
   eval_cmd->add_option("--eval-iters", eval_options.eval_iters,
@@ -157,8 +162,14 @@ int main(int argc, char** argv) {
       load_checkpoint(eval_checkpoint, config, *model, nullptr);
       eval_options.model = config;
       RunData data = load_run_data(eval_options, false);
-      resolve_model_config(config, data);  // the data must fit the model
-      if (data.is_text()) {
+      config = resolve_model_config(config, data);  // the data must fit the model
+      if (data.is_folder()) {
+        eval_options.batch = eval_batch ? eval_batch : 100;
+        EvalResult r = evaluate_run(*model, data, eval_options, config, nullptr,
+                                    data::default_loader_threads(cpu::num_threads(), 1));
+        std::printf("%s on %s/val: %ld images, loss %.4f, accuracy %.2f%%\n", config.name.c_str(),
+                    data.name().c_str(), static_cast<long>(r.samples), r.loss, 100.0 * r.accuracy);
+      } else if (data.is_text()) {
         eval_options.batch = eval_batch ? eval_batch : 12;
         EvalResult r = evaluate_run(*model, data, eval_options, config);
         std::printf(

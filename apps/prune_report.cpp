@@ -29,7 +29,7 @@ std::string run_prune_report(const PruneReportOptions& options) {
                          comm::make_local_group());
     // Criteria that need a gradient get one batch of the training data.
     TrainOptions first = o;
-    if (!data.is_text()) first.batch = std::min<int64_t>(o.batch, data.train.size());
+    if (!data.is_text()) first.batch = std::min<int64_t>(o.batch, data.train_samples());
     data::Batch batch = make_train_loader(data, first, config, 0, 1, false)->batch(0);
     prune::ScoreContext context;
     context.input_shape = batch.inputs.shape();

@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "apps/data/dataset.h"
+#include "apps/data/image_folder.h"
+#include "apps/data/image_folder_loader.h"
 #include "apps/data/text.h"
 #include "apps/models/registry.h"
 #include "comm/process_group.h"
@@ -17,10 +19,14 @@ namespace pac {
 struct TrainOptions;
 
 struct RunData {
-  data::Dataset train, test;             // image data
-  std::optional<data::TextCorpus> text;  // text data (--data text or fortunes)
+  data::Dataset train, test;                // image data held in memory
+  std::optional<data::ImageFolder> folder;  // image files (--data imagefolder), read per batch
+  std::optional<data::TextCorpus> text;     // text data (--data text or fortunes)
   bool is_text() const { return text.has_value(); }
-  std::string name() const { return is_text() ? text->name : train.name; }
+  bool is_folder() const { return folder.has_value(); }
+  std::string name() const;
+  // Training samples: images, or characters of text.
+  int64_t train_samples() const;
 };
 
 // `train`: also the training split (evaluation needs only the test split, but a text corpus
@@ -31,11 +37,14 @@ RunData load_run_data(const TrainOptions& options, bool train = true);
 // the vocabulary) and checks given ones against it.
 models::ModelConfig resolve_model_config(models::ModelConfig config, const RunData& data);
 
-// This rank's training batches.
+// This rank's training batches, drawn with `options.seed`.
 std::unique_ptr<data::BatchSource> make_train_loader(const RunData& data,
                                                      const TrainOptions& options,
                                                      const models::ModelConfig& config, int rank,
                                                      int world, bool pinned);
+// An image folder's batches for the training loop (`train`) or an evaluation of `files`.
+data::ImageFolderLoaderOptions folder_loader_options(const TrainOptions& options,
+                                                     const models::ModelConfig& config, bool train);
 
 struct EvalResult {
   double loss = 0.0;      // mean cross-entropy: per image, or per token (nats)
@@ -51,9 +60,15 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& dataset, int64_t bat
 // (apps/data/text.h), shared among the ranks as above.
 EvalResult evaluate_text(nn::Module& model, const Tensor& tokens, int64_t context, int64_t windows,
                          int64_t batch, comm::ProcessGroup* group = nullptr);
-// The run's evaluation, in batches of the training batch: the test set, or `eval_iters` batches
-// of validation windows.
+// The images of an image folder's `files`, with the evaluation transform, shared among the ranks
+// as above; `loader_threads` decode ahead of the model.
+EvalResult evaluate_files(nn::Module& model, const std::vector<data::ImageFile>& files,
+                          const data::ImageFolderLoaderOptions& options, int loader_threads,
+                          comm::ProcessGroup* group = nullptr);
+// The run's evaluation, in batches of the training batch: the test set, the image folder's val/,
+// or `eval_iters` batches of validation windows.
 EvalResult evaluate_run(nn::Module& model, const RunData& data, const TrainOptions& options,
-                        const models::ModelConfig& config, comm::ProcessGroup* group = nullptr);
+                        const models::ModelConfig& config, comm::ProcessGroup* group = nullptr,
+                        int loader_threads = 0);
 
 }  // namespace pac

@@ -196,6 +196,15 @@ void TrainingRun::end_epoch(int64_t epoch, const EpochTotals& totals) {
   result_.bytes_per_step = totals.steps ? totals.bytes_sum / totals.steps : 0.0;
   result_.samples_per_s = totals.samples / std::max(seconds_since(totals.start), 1e-9);
   result_.test = evaluate();
+  if (folder_loader_ && folder_loader_->corrupt_skipped() > corrupt_reported_) {
+    corrupt_reported_ = folder_loader_->corrupt_skipped();
+    std::fprintf(
+        stderr,
+        "rank %d: --skip-corrupt-images: %ld training images could not be decoded so far and "
+        "were replaced by the next of the epoch (the first: "
+        "%s)\n",
+        rank_, static_cast<long>(corrupt_reported_), folder_loader_->first_corrupt().c_str());
+  }
   if (!leader_) return;
   nlohmann::json record = evaluation_record("epoch", epoch, result_.test);
   record["train_loss"] = result_.train_loss;

@@ -22,6 +22,8 @@ struct TrainOptions {
   int64_t synthetic_size = 4096;
   std::string text_file;       // --data text
   bool coarse_labels = false;  // --data cifar100: the 20 superclasses
+  // --data imagefolder: a file that cannot be decoded is skipped (and counted) instead of an error
+  bool skip_corrupt_images = false;
   // Evaluate every N steps as well as after every epoch (0: epochs only), on M batches of
   // validation windows for text (0: all of them).
   int64_t eval_every = 0, eval_iters = 0;

@@ -111,6 +111,9 @@ class TrainingRun {
   std::unique_ptr<comm::Reducer> reducer_;
 
   std::unique_ptr<data::Prefetcher> loader_;
+  // The image-folder loader inside loader_, for its count of corrupt files skipped (or null).
+  const data::ImageFolderLoader* folder_loader_ = nullptr;
+  int64_t corrupt_reported_ = 0;
   int64_t batches_ = 0, total_steps_ = 0;
   std::unique_ptr<optim::Schedule> schedule_;
 
@@ -121,7 +124,7 @@ class TrainingRun {
   std::string sync_name_ = "step";  // as checkpoints record it
   std::unique_ptr<OuterSync> outer_;
   int64_t recalibrate_batches_ = 0;
-  std::unique_ptr<data::Loader> recalibration_loader_;
+  std::unique_ptr<data::BatchSource> recalibration_loader_;
 
   RunPosition position_;
   int64_t resumed_from_ranks_ = 0;  // --resume: the checkpoint's number of ranks

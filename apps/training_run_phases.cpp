@@ -138,7 +138,7 @@ EvalResult TrainingRun::evaluate() {
     for (auto& w : pending) w->wait();
     between_steps_.eval_bytes += group_->bytes_sent() - bytes_before;
   }
-  return evaluate_run(*model_, data_, o_, config_, group_.get());
+  return evaluate_run(*model_, data_, o_, config_, group_.get(), loader_threads());
 }
 
 StateDict TrainingRun::sync_state() const {

@@ -186,12 +186,14 @@ void TrainingRun::build_loaders() {
     std::function<void()> on_worker_start;
     if (!device_.is_cpu())
       on_worker_start = [gpu = current_cuda_device()] { cuda_set_device(gpu); };
-    loader_ = std::make_unique<data::Prefetcher>(
-        make_train_loader(data_, o_, config_, rank_, world_, /*pinned=*/!device_.is_cpu()),
-        loader_threads(), 2, on_worker_start);
+    auto source =
+        make_train_loader(data_, o_, config_, rank_, world_, /*pinned=*/!device_.is_cpu());
+    folder_loader_ = dynamic_cast<const data::ImageFolderLoader*>(source.get());
+    loader_ =
+        std::make_unique<data::Prefetcher>(std::move(source), loader_threads(), 2, on_worker_start);
   }
   batches_ = loader_->num_batches();
-  PAC_CHECK(batches_ > 0, "{} training samples make no full batch of {}", data_.train.size(),
+  PAC_CHECK(batches_ > 0, "{} training samples make no full batch of {}", data_.train_samples(),
             o_.batch);
   total_steps_ = o_.epochs * batches_;
   if (o_.max_steps > 0) total_steps_ = std::min(total_steps_, o_.max_steps);
@@ -222,9 +224,9 @@ void TrainingRun::build_sync() {
   recalibrate_batches_ =
       o_.recalibrate_bn >= 0 ? o_.recalibrate_bn : (sync_options_.kind == "diloco" ? 20 : 0);
   if (recalibrate_batches_ > 0 && !data_.is_text()) {
-    recalibration_loader_ = std::make_unique<data::Loader>(
-        data_.train, data::LoaderOptions{o_.batch, true, o_.seed + 1, 0, 1, true, o_.crop_padding,
-                                         o_.flip, false});
+    TrainOptions drawn = o_;
+    drawn.seed = o_.seed + 1;
+    recalibration_loader_ = make_train_loader(data_, drawn, config_, 0, 1, false);
     // The default takes what a small training set has; a number given must be there.
     if (o_.recalibrate_bn < 0) {
       recalibrate_batches_ = std::min(recalibrate_batches_, recalibration_loader_->num_batches());
@@ -264,9 +266,21 @@ void TrainingRun::print_plan() const {
   std::printf(
       "training %s (%ld parameters) on %s: %ld %s, %ld steps per epoch%s\n",
       model_->describe().c_str(), static_cast<long>(model_->num_parameters()), data_.name().c_str(),
-      static_cast<long>(data_.is_text() ? data_.text->train.numel() : data_.train.size()),
-      data_.is_text() ? "training characters" : "samples", static_cast<long>(batches_),
+      static_cast<long>(data_.train_samples()), data_.is_text() ? "training characters" : "samples",
+      static_cast<long>(batches_),
       o_.resume.empty() ? "" : fmt::format(", resuming at step {}", position_.step).c_str());
+  if (data_.is_folder()) {
+    const data::ImageFolder& f = *data_.folder;
+    std::printf(
+        "image folder: %zu classes, %zu validation images; %ldx%ld inputs (RandomResizedCrop and "
+        "flip; evaluation resizes to %ld and crops the centre)\n",
+        f.classes.size(), f.val.size(), static_cast<long>(config_.image_size),
+        static_cast<long>(config_.image_size), static_cast<long>(config_.image_size * 256 / 224));
+    if (f.skipped > 0) {
+      std::printf("image folder: skipped %ld files that are not JPEG or PNG (the first: %s)\n",
+                  static_cast<long>(f.skipped), f.first_skipped.c_str());
+    }
+  }
   if (reducer_) {
     std::printf("data parallel: %d rank(s) over %s, compressor %s, %zu gradient buckets\n", world_,
                 group_->backend().c_str(), o_.compress.c_str(), reducer_->buckets().size());

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ ninja-build libfmt-dev doctest-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libcli11-dev
-  nlohmann-json3-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 python3 "$@")
+  nlohmann-json3-dev libturbojpeg0-dev libpng-dev python3-pil dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 python3 "$@")
 
 missing=()
 for p in "${packages[@]}"; do

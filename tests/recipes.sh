@@ -2,9 +2,10 @@
 # Recipes as users run them: every file in apps/recipes trains for a few steps on one rank; a
 # run's metrics file and its checkpoint each rerun it with the same loss at every step, bit for
 # bit; and recipes that are wrong are refused with the key named.
-# Usage: tests/recipes.sh PACTRAIN RECIPE_DIR
+# Usage: tests/recipes.sh PACTRAIN RECIPE_DIR IMAGE_FOLDER (the build's fixture folder, on which
+# the image-folder recipes train at 64x64)
 set -euo pipefail
-pactrain="$1" recipes="$2"
+pactrain="$1" recipes="$2" image_folder="$3"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -14,6 +15,8 @@ awk 'BEGIN { for (i = 0; i < 300; i++) printf "the cat %d sat on the mat.\n", i 
 for recipe in "$recipes"/*.toml; do
   small=(--train-subset 512 --test-subset 200)
   grep -q '^data = "fortunes"' "$recipe" && small=(--data text --text-file "$work/text.txt" --eval-iters 2)
+  grep -q '^data = "imagefolder"' "$recipe" &&
+    small=(--data-dir "$image_folder" --image-size 64 --global-batch 8 --epochs 1)
   "$pactrain" train --config "$recipe" --max-steps 3 --threads 2 --quiet "${small[@]}" \
     --metrics "$work/run.jsonl" || fail "$recipe does not train"
   grep -q '"kind":"step"' "$work/run.jsonl" || fail "$recipe wrote no step record"

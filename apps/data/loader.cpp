@@ -21,20 +21,25 @@ Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position) {
                    static_cast<uint64_t>(position));
 }
 
-void Loader::set_epoch(int64_t epoch) {
-  epoch_ = epoch;
-  int64_t n = dataset_.size();
+std::vector<int64_t> rank_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int64_t rank,
+                                int64_t world) {
   std::vector<int64_t> all;
-  if (options_.shuffle) {
-    Generator g(options_.seed * 1000003ull + static_cast<uint64_t>(epoch));
+  if (shuffle) {
+    Generator g(seed * 1000003ull + static_cast<uint64_t>(epoch));
     all = g.permutation(n);
   } else {
     all.resize(n);
     for (int64_t i = 0; i < n; ++i) all[i] = i;
   }
-  int64_t per_rank = n / options_.world_size;  // equal shares; the remainder sits out this epoch
-  order_.resize(per_rank);
-  for (int64_t k = 0; k < per_rank; ++k) order_[k] = all[options_.rank + k * options_.world_size];
+  std::vector<int64_t> order(n / world);
+  for (size_t k = 0; k < order.size(); ++k) order[k] = all[rank + static_cast<int64_t>(k) * world];
+  return order;
+}
+
+void Loader::set_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  order_ = rank_order(dataset_.size(), options_.shuffle, options_.seed, epoch, options_.rank,
+                      options_.world_size);
 }
 
 int64_t Loader::num_batches() const {
@@ -48,10 +53,11 @@ Batch Loader::batch(int64_t index) const {
   int64_t begin = index * options_.batch;
   int64_t count = std::min(options_.batch, samples_per_rank() - begin);
   int64_t c = dataset_.channels(), h = dataset_.height(), w = dataset_.width();
-  Batch out =
-      options_.pinned
-          ? Batch{Tensor::empty_pinned({count, c, h, w}), Tensor::empty_pinned({count}, DType::i64)}
-          : Batch{Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64)};
+  Batch out = options_.pinned
+                  ? Batch{Tensor::empty_pinned({count, c, h, w}),
+                          Tensor::empty_pinned({count}, DType::i64),
+                          {}}
+                  : Batch{Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64), {}};
   const uint8_t* src = dataset_.images.data<uint8_t>();
   float* dst = out.inputs.data<float>();
   const int64_t pad = options_.crop_padding;

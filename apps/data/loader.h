@@ -27,6 +27,12 @@ struct LoaderOptions {
 // global sequence of batches): seeded by (seed, epoch, position) and nothing about the rank.
 Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position);
 
+// One rank's sample indices for an epoch of `n` samples: the epoch's order (shuffled by (seed,
+// epoch), the same on every rank, or 0..n-1), every world-th from `rank` on. Every rank gets
+// n / world of them; the remainder sits out the epoch.
+std::vector<int64_t> rank_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int64_t rank,
+                                int64_t world);
+
 class Loader : public BatchSource {
  public:
   Loader(const Dataset& dataset, const LoaderOptions& options);

@@ -172,7 +172,7 @@ Batch TextLoader::batch(int64_t index) const {
   PAC_CHECK(index >= 0 && index < num_batches(), "text loader: batch {} of {} does not exist",
             index, num_batches());
   const int64_t b = options_.batch, t = options_.context;
-  Batch out{Tensor::empty({b, t}, DType::i64), Tensor::empty({b, t}, DType::i64)};
+  Batch out{Tensor::empty({b, t}, DType::i64), Tensor::empty({b, t}, DType::i64), {}};
   const int64_t* src = tokens_.data<int64_t>();
   const uint64_t starts = static_cast<uint64_t>(tokens_.numel() - t);  // window + 1 fits
   for (int64_t row = 0; row < b; ++row) {
@@ -198,8 +198,8 @@ int64_t validation_windows(const Tensor& tokens, int64_t context, int64_t limit)
 }
 
 Batch window_batch(const Tensor& tokens, int64_t context, int64_t first, int64_t count) {
-  Batch out{Tensor::empty({count, context}, DType::i64),
-            Tensor::empty({count, context}, DType::i64)};
+  Batch out{
+      Tensor::empty({count, context}, DType::i64), Tensor::empty({count, context}, DType::i64), {}};
   const int64_t* src = tokens.data<int64_t>();
   for (int64_t w = 0; w < count; ++w) {
     const int64_t start = (first + w) * context;

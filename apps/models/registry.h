@@ -22,6 +22,11 @@ struct ModelConfig {
   // characters themselves in `vocab`, so that generation needs no text file).
   int64_t vocab_size = 0, context = 0;
   std::string vocab;
+  // An image folder's classes (classes[label]) and the per-channel normalisation its images had
+  // (on the [0, 1] scale): kept so that a checkpoint is evaluated on the same classes and inputs.
+  // Empty for the in-memory data sets, which normalise by their own statistics.
+  std::vector<std::string> classes;
+  std::vector<float> normalize_mean, normalize_std;
 };
 
 std::vector<std::string> model_names();
