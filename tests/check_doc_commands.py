@@ -5,11 +5,11 @@ Every `build/pactrain` command in a ```sh block of README.md and docs/**/*.md (c
 joined) must be complete: no `...` placeholder, and a `train` command must start from a recipe
 (`--config`). With --run PACTRAIN, each block's pactrain commands then run in order in a scratch
 folder for a few steps (a recipe's text data replaced by a small file, image data cut to a few
-hundred samples); those under mpirun on 2 ranks with --mpiexec MPIEXEC, else on one (and those
+hundred samples, an image folder replaced by the build's fixture folder at 64x64); those under mpirun on 2 ranks with --mpiexec MPIEXEC, else on one (and those
 that need ranks, --sync, not at all); those behind scripts/testbed, srun or a GPU the machine
 lacks are only checked.
-Usage: check_doc_commands.py ROOT [--run PACTRAIN [--mpiexec MPIEXEC]]; exits 1 naming each
-command that fails.
+Usage: check_doc_commands.py ROOT [--run PACTRAIN [--mpiexec MPIEXEC] [--image-folder DIR]];
+exits 1 naming each command that fails.
 """
 import pathlib
 import re
@@ -22,6 +22,7 @@ root = pathlib.Path(sys.argv[1]).resolve()
 args = sys.argv[2:]
 pactrain = str(pathlib.Path(args[1]).resolve()) if args[:1] == ["--run"] else None
 mpiexec = args[3] if args[2:3] == ["--mpiexec"] and args[3] != "none" else None
+image_folder = args[args.index("--image-folder") + 1] if "--image-folder" in args else None
 pages = [root / "README.md"] + sorted((root / "docs").rglob("*.md"))
 block = re.compile(r"```sh\n(.*?)```", re.S)
 
@@ -42,6 +43,14 @@ def commands(text):
                 found.append((start, code))
             joined, start = "", None
         yield found
+
+
+def replace_value(words, key, value):
+    """The words with KEY's value replaced by VALUE, or KEY VALUE added."""
+    if key in words:
+        i = words.index(key)
+        return words[:i + 1] + [value] + words[i + 2:]
+    return words + [key, value]
 
 
 def quick(code, text_file):
@@ -74,6 +83,14 @@ def quick(code, text_file):
     if fortunes:
         words = [w for w in words if w not in ("--data", "fortunes")]
         words += ["--data", "text", "--text-file", text_file]
+    folder = "imagefolder" in config or "-imagenet.toml" in config
+    if folder and not image_folder:
+        return None
+    if folder:  # the page's folder is the user's; the fixture stands in, small and quick
+        words = replace_value(words, "--data-dir", image_folder)
+        if words[1] == "train":
+            for key, value in [("--image-size", "64"), ("--global-batch", "8"), ("--epochs", "1")]:
+                words = replace_value(words, key, value)
     if words[1] == "train":
         for key, value in [("--max-steps", "2"), ("--threads", "1"), ("--quiet", None)]:
             if value is None:
@@ -82,10 +99,10 @@ def quick(code, text_file):
                 setting(key, value)
         if fortunes:
             setting("--eval-iters", "2")
-        else:
+        elif not folder:
             setting("--train-subset", "256")
             setting("--test-subset", "100")
-    elif words[1] == "eval" and not fortunes:
+    elif words[1] == "eval" and not fortunes and not folder:
         setting("--test-subset", "100")
     return launcher + words
 
