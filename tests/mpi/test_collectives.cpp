@@ -181,6 +181,39 @@ TEST_CASE("a coalesced all-reduce gives every segment the bits all_reduce gives 
   }
 }
 
+TEST_CASE("the MPI library's all-reduce gives the ring's results, 16-bit floats included") {
+  const int r = world().rank();
+  auto library = mixed_segments(r, 301), ring = copies(library);
+  Generator g(50 + r);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    library.push_back({g.randn({37}).to(dtype), ReduceOp::sum});
+    library.push_back({g.randn({37}).to(dtype), ReduceOp::max});
+    ring.push_back({library[library.size() - 2].tensor.clone(), ReduceOp::sum});
+    ring.push_back({library.back().tensor.clone(), ReduceOp::max});
+  }
+  {
+    pac::testing::AlgorithmScope scope(comm::AllReduceAlgorithm::mpi);
+    world().all_reduce_coalesced(library)->wait();
+  }
+  {
+    pac::testing::AlgorithmScope scope(comm::AllReduceAlgorithm::ring);
+    world().all_reduce_coalesced(ring)->wait();
+  }
+  for (size_t i = 0; i < library.size(); ++i) {
+    CAPTURE(i);
+    const auto a = library[i].tensor.to(DType::f32).to_vector();
+    const auto b = ring[i].tensor.to(DType::f32).to_vector();
+    REQUIRE(a.size() == b.size());
+    // Sums may be added in another order: equal within the storage type's rounding.
+    const bool sixteen =
+        library[i].tensor.dtype() == DType::bf16 || library[i].tensor.dtype() == DType::f16;
+    for (size_t k = 0; k < a.size(); ++k) {
+      CHECK(a[k] == doctest::Approx(b[k]).epsilon(sixteen ? 2e-2 : 1e-5).scale(1.0));
+    }
+    CHECK(pac::testing::identical_on_every_rank(library[i].tensor.to(DType::f32)));
+  }
+}
+
 TEST_CASE("a segment's purpose counts the bytes it costs inside a coalesced message") {
   for (auto algorithm : {comm::AllReduceAlgorithm::ring, comm::AllReduceAlgorithm::doubling}) {
     CAPTURE(algorithm == comm::AllReduceAlgorithm::ring);
