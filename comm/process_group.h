@@ -30,7 +30,8 @@ struct ReduceSegment {
 // 2 (P - 1) exchanges: the least bytes, the most round trips. Recursive doubling sends all of it
 // log2 P times in log2 P exchanges (two more where P is not a power of two): the fewest round
 // trips, so it wins for small messages, where the round trips are the cost. `automatic` takes
-// doubling up to kDoublingMaxBytes and the ring above: on the testbed (bench-allreduce --sizes,
+// doubling up to kDoublingMaxBytes and the ring above (on 2 ranks, where the two send the same
+// bytes, doubling at every size): on the testbed (bench-allreduce --sizes,
 // docs/results.md) doubling was 3.8x faster at 1 kB on 8 ranks at 2.5 Mbit/s and 4.7x on 4 at
 // 5 Mbit/s, and the ring 1.4x and 1.6x faster at 4 kB; the two crossed near 2 kB. (On faster
 // links the crossing moves up with the bandwidth-delay product; below it the ring only costs
