@@ -15,10 +15,12 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "comm/host_reduce.h"
+#include "comm/mpi_library_reduce.h"
 #include "comm/mpi_work.h"
 #include "comm/process_group.h"
 
@@ -88,9 +90,7 @@ class MpiGroup : public ProcessGroup {
         check_thread_level(provided, owns_mpi_, is_main != 0);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
-        // The library's own collectives run on a communicator of their own, apart from the
-        // tagged point-to-point messages of ours.
-        MPI_Comm_dup(MPI_COMM_WORLD, &library_comm_);
+        library_ = std::make_unique<LibraryAllReduce>();
         int* tag_ub = nullptr;
         int has_tag_ub = 0;
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub);
@@ -149,9 +149,9 @@ class MpiGroup : public ProcessGroup {
     const AllReduceAlgorithm chosen = all_reduce_algorithm();
     // On 2 ranks doubling sends the ring's bytes in one exchange instead of two: it is never
     // slower (bench-allreduce on the testbed: the same to 128 kB, 1.5x faster at 256 kB).
-    const bool doubling = chosen == AllReduceAlgorithm::doubling ||
-                          (chosen == AllReduceAlgorithm::automatic &&
-                           (bytes <= kDoublingMaxBytes || size_ == 2));
+    const bool doubling =
+        chosen == AllReduceAlgorithm::doubling ||
+        (chosen == AllReduceAlgorithm::automatic && (bytes <= kDoublingMaxBytes || size_ == 2));
     const bool library = chosen == AllReduceAlgorithm::mpi;
     return launch("all_reduce", elements, segments.front().tensor.dtype(),
                   [segments, doubling, library, this]() mutable {
@@ -337,10 +337,7 @@ class MpiGroup : public ProcessGroup {
       }
       task();
     }
-    for (MPI_Op& op : sixteen_bit_ops_) {
-      if (op != MPI_OP_NULL) MPI_Op_free(&op);
-    }
-    if (library_comm_ != MPI_COMM_NULL) MPI_Comm_free(&library_comm_);
+    library_.reset();
     if (owns_mpi_) MPI_Finalize();
   }
 
@@ -501,76 +498,15 @@ class MpiGroup : public ProcessGroup {
     }
   }
 
-  // MPI_Iallreduce for every segment at once, then one wait for all of them: the library's
-  // algorithms, one collective per segment. fp16 and bf16 have no MPI type: they go as 16-bit
-  // words with an operation of ours.
+  // The library's MPI_Iallreduce of every segment, then one wait for all of them.
   void library_all_reduce(std::vector<ReduceSegment>& segments) {
-    std::vector<MPI_Request> requests(segments.size(), MPI_REQUEST_NULL);
-    for (size_t i = 0; i < segments.size(); ++i) {
-      Tensor& t = segments[i].tensor;
-      PAC_CHECK(t.numel() <= INT32_MAX, "all_reduce: {} values exceed MPI's count limit",
-                t.numel());
-      const bool max = segments[i].op == ReduceOp::max;
-      MPI_Datatype type = MPI_DATATYPE_NULL;
-      MPI_Op op = max ? MPI_MAX : MPI_SUM;
-      switch (t.dtype()) {
-        case DType::f32:
-          type = MPI_FLOAT;
-          break;
-        case DType::f64:
-          type = MPI_DOUBLE;
-          break;
-        case DType::i8:
-          type = MPI_INT8_T;
-          break;
-        case DType::i16:
-          type = MPI_INT16_T;
-          break;
-        case DType::i32:
-          type = MPI_INT32_T;
-          break;
-        case DType::i64:
-          type = MPI_INT64_T;
-          break;
-        case DType::f16:
-        case DType::bf16:
-          type = MPI_UINT16_T;
-          op = sixteen_bit_op(t.dtype(), max);
-          break;
-        default:
-          PAC_FAIL("all_reduce: {} values cannot be reduced", dtype_name(t.dtype()));
-      }
-      MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(t.numel()), type, op,
-                     library_comm_, &requests[i]);
-    }
+    std::vector<MPI_Request> requests = library_->start(segments);
     wait_without_spinning([&] {
       int finished = 0;
       MPI_Testall(static_cast<int>(requests.size()), requests.data(), &finished,
                   MPI_STATUSES_IGNORE);
       return finished != 0;
     });
-  }
-
-  // The user-defined operations for 16-bit floats, made once (on this thread, as every MPI call).
-  MPI_Op sixteen_bit_op(DType dtype, bool max) {
-    const int which = (dtype == DType::bf16 ? 2 : 0) + (max ? 1 : 0);
-    if (sixteen_bit_ops_[which] == MPI_OP_NULL) {
-      static MPI_User_function* functions[4] = {
-          [](void* in, void* inout, int* n, MPI_Datatype*) {
-            reduce_into(inout, in, *n, DType::f16, ReduceOp::sum);
-          },
-          [](void* in, void* inout, int* n, MPI_Datatype*) {
-            reduce_into(inout, in, *n, DType::f16, ReduceOp::max);
-          },
-          [](void* in, void* inout, int* n, MPI_Datatype*) {
-            reduce_into(inout, in, *n, DType::bf16, ReduceOp::sum);
-          },
-          [](void* in, void* inout, int* n, MPI_Datatype*) {
-            reduce_into(inout, in, *n, DType::bf16, ReduceOp::max);
-          }};
-      MPI_Op_create(functions[which], /*commute=*/1, &sixteen_bit_ops_[which]);
-    }
-    return sixteen_bit_ops_[which];
   }
 
   // Recursive doubling: in round k every rank swaps its whole message with the rank whose number
@@ -665,9 +601,8 @@ class MpiGroup : public ProcessGroup {
   // from (only the communication thread uses these).
   std::string failure_;
   std::vector<std::function<void()> > abandoned_;
-  MPI_Comm library_comm_ = MPI_COMM_NULL;  // for AllReduceAlgorithm::mpi
-  MPI_Op sixteen_bit_ops_[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
-  bool owns_mpi_ = false;  // MPI was initialised here, so it is finalised here
+  std::unique_ptr<LibraryAllReduce> library_;  // for AllReduceAlgorithm::mpi
+  bool owns_mpi_ = false;                      // MPI was initialised here, so it is finalised here
   int sequence_bits_ = 12;
   std::exception_ptr init_error_;
 };
