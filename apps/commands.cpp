@@ -128,7 +128,9 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
       "rank, at most 4; 0: none, each batch made when the step asks)")
       ->check(CLI::Range(-1, 64));
   add("--crop-padding", o.crop_padding, "random crop after padding (0: off)");
-  flag("--flip", o.flip, "random horizontal flips");
+  flag("--flip", o.flip,
+       "random horizontal flips (an image folder always flips, as torchvision's ImageNet "
+       "training does)");
   add("--eval-every", o.eval_every, "also evaluate every N steps (0: per epoch)");
   add("--eval-iters", o.eval_iters, "text: evaluate on N batches of validation windows (0: all)");
 

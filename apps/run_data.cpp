@@ -259,6 +259,10 @@ EvalResult evaluate_files(nn::Module& model, const std::vector<data::ImageFile>&
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const size_t n = files.size();
   const size_t begin = n * rank / world, end = n * (rank + 1) / world;
+  if (begin == end) {  // more ranks than files: this rank only joins the sums
+    return score_batches(
+        model, 0, [](int64_t) { return data::Batch{}; }, group);
+  }
   data::ImageFolderLoaderOptions share = options;
   share.train = false, share.rank = 0, share.world_size = 1;
   data::Prefetcher loader(

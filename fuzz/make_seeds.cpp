@@ -1,7 +1,10 @@
 // Writes the fuzz targets' seed corpus: small valid inputs that the fuzzer mutates from.
-//   pactrain-fuzz-seeds FOLDER   writes FOLDER/idx/*, FOLDER/cifar/*, FOLDER/checkpoint/*
+//   pactrain-fuzz-seeds FOLDER   writes FOLDER/idx/*, FOLDER/cifar/*, FOLDER/checkpoint/*,
+//                                FOLDER/image/*
 // The committed fuzz/corpus/ was made by it; inputs that once made a target fail are added there
 // by hand, named after what they found (or written here, as regression-overlapping-extents).
+#include <png.h>
+#include <turbojpeg.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -55,13 +58,65 @@ std::vector<uint8_t> gzip(const std::vector<uint8_t>& in) {
 
 }  // namespace
 
+// A small picture with `channels` (1: grey, 3: RGB, 4: RGBA or CMYK) of w x h.
+std::vector<uint8_t> picture(int w, int h, int channels) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(w * h * channels));
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 7 + i / 13);
+  return pixels;
+}
+
+std::vector<uint8_t> jpeg(int w, int h, int format, int subsampling) {
+  tjhandle tj = tjInitCompress();
+  const int channels = tjPixelSize[format];
+  std::vector<uint8_t> pixels = picture(w, h, channels);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  PAC_CHECK(tjCompress2(tj, pixels.data(), w, 0, h, format, &out, &size, subsampling, 90, 0) == 0,
+            "cannot write a JPEG seed: {}", tjGetErrorStr2(tj));
+  std::vector<uint8_t> bytes(out, out + size);
+  tjFree(out);
+  tjDestroy(tj);
+  return bytes;
+}
+
+std::vector<uint8_t> png(int w, int h, uint32_t format) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = w, image.height = h, image.format = format;
+  std::vector<uint8_t> pixels = picture(w, h, PNG_IMAGE_PIXEL_CHANNELS(format));
+  png_alloc_size_t size = 0;
+  png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr);
+  std::vector<uint8_t> bytes(size);
+  PAC_CHECK(png_image_write_to_memory(&image, bytes.data(), &size, 0, pixels.data(), 0, nullptr),
+            "cannot write a PNG seed: {}", image.message);
+  bytes.resize(size);
+  return bytes;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s FOLDER\n", argv[0]);
     return 2;
   }
   fs::path root = argv[1];
-  for (const char* target : {"idx", "cifar", "checkpoint"}) fs::create_directories(root / target);
+  for (const char* target : {"idx", "cifar", "checkpoint", "image"})
+    fs::create_directories(root / target);
+
+  // Every path of the decoder: RGB (4:2:0 and 4:4:4), grey and CMYK JPEG; RGB, RGBA and grey PNG.
+  write(root / "image" / "rgb-420.jpg", jpeg(24, 17, TJPF_RGB, TJSAMP_420));
+  write(root / "image" / "rgb-444.jpg", jpeg(9, 20, TJPF_RGB, TJSAMP_444));
+  write(root / "image" / "grey.jpg", jpeg(16, 16, TJPF_GRAY, TJSAMP_GRAY));
+  write(root / "image" / "cmyk.jpg", jpeg(12, 10, TJPF_CMYK, TJSAMP_444));
+  write(root / "image" / "rgb.png", png(13, 7, PNG_FORMAT_RGB));
+  write(root / "image" / "rgba.png", png(8, 8, PNG_FORMAT_RGBA));
+  write(root / "image" / "grey.png", png(21, 5, PNG_FORMAT_GRAY));
+  // And cut short: the paths that refuse a file.
+  std::vector<uint8_t> cut = jpeg(24, 17, TJPF_RGB, TJSAMP_420);
+  cut.resize(cut.size() / 2);
+  write(root / "image" / "truncated.jpg", cut);
+  cut = png(13, 7, PNG_FORMAT_RGB);
+  cut.resize(cut.size() * 2 / 3);
+  write(root / "image" / "truncated.png", cut);
 
   write(root / "idx" / "images-2x3x3", idx({2, 3, 3}));
   write(root / "idx" / "labels-4", idx({4}));

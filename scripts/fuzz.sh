@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the readers of untrusted files with libFuzzer (clang-14 from Debian), each for a bounded
-# time: the IDX reader, the CIFAR-10 reader and the checkpoint loader (fuzz/*_fuzzer.cpp).
+# time: the IDX reader, the CIFAR-10 reader, the checkpoint loader and the image decoder
+# (fuzz/*_fuzzer.cpp).
 #   scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET ...]
 # Builds in $FUZZ_BUILD_DIR (default build-fuzz/) with AddressSanitizer and
 # UndefinedBehaviorSanitizer, starts each target from a copy of its seed corpus
@@ -14,12 +15,12 @@ build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(idx cifar checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=(idx cifar checkpoint image)
 case "$seconds" in
   '' | *[!0-9]*) echo "fuzz.sh: SECONDS_PER_TARGET must be a positive integer, got '$seconds'" >&2; exit 2 ;;
 esac
 for t in "${targets[@]}"; do
-  [ -f "$root/fuzz/${t}_fuzzer.cpp" ] || { echo "fuzz.sh: no target '$t' (idx, cifar, checkpoint)" >&2; exit 2; }
+  [ -f "$root/fuzz/${t}_fuzzer.cpp" ] || { echo "fuzz.sh: no target '$t' (idx, cifar, checkpoint, image)" >&2; exit 2; }
 done
 
 "$root/scripts/setup.sh" clang-14 libclang-rt-14-dev libomp-14-dev
