@@ -147,6 +147,15 @@ TEST_CASE("corrupt and truncated images are errors that name the file") {
   CHECK(e.find("text.jpg: neither a JPEG nor a PNG") != std::string::npos);
   CHECK_THROWS_WITH_AS(open_image(kRoot + "/corrupt/train/ant/no-such.jpg"),
                        doctest::Contains("no-such.jpg"), Error);
+  // A PNG header claiming 2^32 - 1 pixels a side: refused before any arithmetic overflows (the
+  // fuzzer's first finding).
+  std::vector<uint8_t> huge{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                            0,    0,   0,   13,  'I',  'H',  'D',  'R'};
+  huge.insert(huge.end(), 8, 0xff);
+  huge.insert(huge.end(), 9, 0);
+  CHECK_THROWS_WITH_AS(EncodedImage(huge, "huge.png"),
+                       doctest::Contains("huge.png: the header says 4294967295x4294967295 pixels"),
+                       Error);
 }
 
 TEST_CASE("an image folder lists torchvision's layout, skips non-images and names bad classes") {

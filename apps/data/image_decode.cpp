@@ -68,7 +68,8 @@ EncodedImage::EncodedImage(std::vector<uint8_t> bytes, std::string name)
   } else {
     PAC_FAIL("{}: neither a JPEG nor a PNG (its first bytes are not either's signature)", name_);
   }
-  PAC_CHECK(width_ > 0 && height_ > 0 && width_ * height_ <= kMaxPixels,
+  // Divided, not multiplied: a PNG's sides may each be up to 2^32 - 1, whose product overflows.
+  PAC_CHECK(width_ > 0 && height_ > 0 && width_ <= kMaxPixels / height_,
             "{}: the header says {}x{} pixels; expected a positive size of at most {} pixels",
             name_, width_, height_, kMaxPixels);
 }
