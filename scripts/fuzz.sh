@@ -39,6 +39,9 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$findings"
   cp -n "$root/fuzz/corpus/$t"/* "$corpus"/
   log="$build/fuzz-$t.log"
+  # This run's findings only: those of an earlier run stay in the folder until moved to the corpus.
+  started="$build/fuzz-$t.started"
+  touch "$started"
   status=0
   "$build/fuzz/pactrain-fuzz-$t" "$corpus" -max_total_time="$seconds" -max_len=65536 \
     -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 -artifact_prefix="$findings/" \
@@ -46,10 +49,10 @@ for t in "${targets[@]}"; do
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   size=$(ls "$corpus" | wc -l)
-  crashes=$(ls "$findings" | wc -l)
-  if [ "$status" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+  new=$(find "$findings" -maxdepth 1 -type f -newer "$started" -printf '%f ')
+  if [ "$status" -ne 0 ] || [ -n "$new" ]; then
     found=1
-    printf '%-12s %14s %10s %10s %s\n' "$t" "$runs" "$rate" "$size" "FOUND: $(ls "$findings" | tr '\n' ' ') (log: $log)"
+    printf '%-12s %14s %10s %10s %s\n' "$t" "$runs" "$rate" "$size" "FOUND: $new(log: $log)"
   else
     printf '%-12s %14s %10s %10s %s\n' "$t" "$runs" "$rate" "$size" none
   fi
