@@ -153,7 +153,8 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
   flag("--no-decay-1d", lists.no_decay_1d,
        "AdamW: no weight decay on biases and norms (1-D parameters), as nanoGPT");
   add("--schedule", o.schedule,
-      "constant, cosine, cosine:MIN_LR, onecycle, step:EVERY:GAMMA, multistep:M1,M2:GAMMA");
+      "constant, cosine, cosine:MIN_LR, onecycle, step:EVERY:GAMMA, multistep:M1,M2:GAMMA "
+      "(EVERY and M in steps, or epochs as 30ep)");
   add("--warmup", o.warmup, "linear warm-up steps");
   add("--label-smoothing", o.label_smoothing, "label smoothing");
   add("--clip-grad", o.clip_grad, "clip the gradient norm (0: off)");

@@ -197,7 +197,7 @@ void TrainingRun::build_loaders() {
             o_.batch);
   total_steps_ = o_.epochs * batches_;
   if (o_.max_steps > 0) total_steps_ = std::min(total_steps_, o_.max_steps);
-  schedule_ = optim::parse_schedule(o_.schedule, o_.lr, total_steps_, o_.warmup);
+  schedule_ = optim::parse_schedule(o_.schedule, o_.lr, total_steps_, o_.warmup, batches_);
 }
 
 void TrainingRun::build_pruner() {

@@ -83,7 +83,7 @@ std::unique_ptr<Schedule> with_warmup(std::unique_ptr<Schedule> inner, int64_t w
 }
 
 std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int64_t total_steps,
-                                         int64_t warmup_steps) {
+                                         int64_t warmup_steps, int64_t steps_per_epoch) {
   PAC_CHECK(!spec.empty(), "--schedule: empty value");
   const std::vector<std::string> parts = split_fields(spec, ':');
   const std::string& kind = parts[0];
@@ -91,6 +91,19 @@ std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int6
     const std::optional<double> v = parse_number(parts.at(i));
     PAC_CHECK(v, "--schedule '{}': field {} ('{}') is not a number", spec, i + 1, parts.at(i));
     return *v;
+  };
+  // A count of steps: "N" steps, or "Nep" epochs (rounded to the nearest step).
+  auto steps = [&](const std::string& text, const char* what) -> int64_t {
+    const bool epochs = text.size() > 2 && text.compare(text.size() - 2, 2, "ep") == 0;
+    const std::optional<double> v = parse_number(epochs ? text.substr(0, text.size() - 2) : text);
+    PAC_CHECK(v && *v >= 0 && (epochs || *v == std::floor(*v)),
+              "--schedule '{}': {} '{}' is not a whole number of steps or a number of epochs "
+              "(like 30ep)",
+              spec, what, text);
+    if (!epochs) return static_cast<int64_t>(*v);
+    PAC_CHECK(steps_per_epoch > 0,
+              "--schedule '{}': '{}' counts epochs, whose length is not known here", spec, text);
+    return std::llround(*v * static_cast<double>(steps_per_epoch));
   };
   std::unique_ptr<Schedule> s;
   if (kind == "constant" && parts.size() == 1) {
@@ -100,15 +113,11 @@ std::unique_ptr<Schedule> parse_schedule(const std::string& spec, float lr, int6
   } else if (kind == "onecycle" && parts.size() == 1) {
     s = onecycle_schedule(lr, total_steps);
   } else if (kind == "step" && parts.size() == 3) {
-    s = step_schedule(lr, static_cast<int64_t>(number(1)), static_cast<float>(number(2)));
+    s = step_schedule(lr, steps(parts[1], "interval"), static_cast<float>(number(2)));
   } else if (kind == "multistep" && parts.size() == 3) {
     std::vector<int64_t> milestones;
-    for (const std::string& m : split_fields(parts[1], ',')) {
-      const std::optional<double> v = parse_number(m);
-      PAC_CHECK(v && *v >= 0 && *v == std::floor(*v),
-                "--schedule '{}': milestone '{}' is not a whole number of steps", spec, m);
-      milestones.push_back(static_cast<int64_t>(*v));
-    }
+    for (const std::string& m : split_fields(parts[1], ','))
+      milestones.push_back(steps(m, "milestone"));
     s = multistep_schedule(lr, milestones, static_cast<float>(number(2)));
   } else {
     PAC_FAIL(

@@ -115,7 +115,19 @@ TEST_CASE("schedules match PyTorch's OneCycleLR, CosineAnnealingLR and MultiStep
   CHECK_THROWS_WITH_AS(optim::parse_schedule("linear", 0.1f, 20, 0),
                        doctest::Contains("not understood"), Error);
   CHECK_THROWS_WITH_AS(optim::parse_schedule("step:x:0.5", 0.1f, 20, 0),
-                       doctest::Contains("not a number"), Error);
+                       doctest::Contains("interval 'x' is not a whole number of steps"), Error);
+  // Counts in epochs, as torchvision's StepLR(30) and MultiStepLR([30, 60]) count: 10 steps an
+  // epoch here.
+  auto by_epochs = optim::parse_schedule("step:2ep:0.5", 0.1f, 100, 0, 10);
+  CHECK(by_epochs->lr(19) == doctest::Approx(0.1));
+  CHECK(by_epochs->lr(20) == doctest::Approx(0.05));
+  auto milestones = optim::parse_schedule("multistep:1ep,2.5ep:0.1", 0.1f, 100, 0, 4);
+  CHECK(milestones->lr(3) == doctest::Approx(0.1));
+  CHECK(milestones->lr(4) == doctest::Approx(0.01));
+  CHECK(milestones->lr(9) == doctest::Approx(0.01));
+  CHECK(milestones->lr(10) == doctest::Approx(0.001));
+  CHECK_THROWS_WITH_AS(optim::parse_schedule("step:3ep:0.1", 0.1f, 20, 0),
+                       doctest::Contains("'3ep' counts epochs, whose length is not known"), Error);
   // A number must be the whole field: a trailing typo is refused, not cut off.
   CHECK_THROWS_WITH_AS(optim::parse_schedule("cosine:1e-4x", 0.1f, 20, 0),
                        doctest::Contains("field 2 ('1e-4x') is not a number"), Error);
