@@ -21,8 +21,9 @@ using namespace pac;
 
 int main(int argc, char** argv) {
   try {
-    PAC_CHECK(argc >= 2, "usage: bench-loader DIR [--threads T] [--batch B] [--image-size S] "
-                         "[--batches N] [--eval] [--full-decode]");
+    PAC_CHECK(argc >= 2,
+              "usage: bench-loader DIR [--threads T] [--batch B] [--image-size S] "
+              "[--batches N] [--eval] [--full-decode]");
     const std::string dir = argv[1];
     int threads = 0;
     int64_t batches = 8;

@@ -59,7 +59,7 @@ EncodedImage::EncodedImage(std::vector<uint8_t> bytes, std::string name)
     PAC_CHECK(tjDecompressHeader3(jpeg_decompressor(), bytes_.data(), bytes_.size(), &width,
                                   &height, &subsampling, &colorspace) == 0,
               "{}: not a readable JPEG ({})", name_, tjGetErrorStr2(jpeg_decompressor()));
-    width_ = width, height_ = height;
+    width_ = width, height_ = height, jpeg_colorspace_ = colorspace;
   } else if (starts_with(bytes_, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'})) {
     // The IHDR chunk comes first: length, "IHDR", width, height.
     PAC_CHECK(bytes_.size() >= 24 && std::memcmp(bytes_.data() + 12, "IHDR", 4) == 0,
@@ -80,19 +80,17 @@ RgbImage EncodedImage::decode(double scale) const {
 }
 
 RgbImage EncodedImage::decode_jpeg(double scale) const {
+  // The header was read by the constructor; tjDecompress2 reads it again itself.
   tjhandle tj = jpeg_decompressor();
-  int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  PAC_CHECK(tjDecompressHeader3(tj, bytes_.data(), bytes_.size(), &width, &height, &subsampling,
-                                &colorspace) == 0,
-            "{}: not a readable JPEG ({})", name_, tjGetErrorStr2(tj));
   // The smallest n/8 that keeps the requested share of the pixels: the DCT drops the high
   // frequencies a downscale would average away anyway.
   int num = 8;
   while (num > 1 && (num - 1) / 8.0 >= scale) --num;
   const tjscalingfactor factor{num, 8};
   RgbImage out;
-  out.width = TJSCALED(width, factor), out.height = TJSCALED(height, factor);
-  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  out.width = TJSCALED(static_cast<int>(width_), factor);
+  out.height = TJSCALED(static_cast<int>(height_), factor);
+  const bool cmyk = jpeg_colorspace_ == TJCS_CMYK || jpeg_colorspace_ == TJCS_YCCK;
   const int channels = cmyk ? 4 : 3;
   std::vector<uint8_t> decoded(static_cast<size_t>(out.width * out.height * channels));
   // A warning (a truncated file, a bad Huffman code) stops decoding: half an image is an error.

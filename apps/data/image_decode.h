@@ -40,6 +40,7 @@ class EncodedImage {
   std::vector<uint8_t> bytes_;
   std::string name_;
   bool jpeg_ = false;
+  int jpeg_colorspace_ = 0;  // TJCS_*: CMYK and YCCK decode to CMYK, the rest to RGB
   int64_t width_ = 0, height_ = 0;
 };
 

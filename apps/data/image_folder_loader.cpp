@@ -16,11 +16,7 @@ constexpr uint64_t kMaxImageBytes = uint64_t{1} << 28;
 ImageFolderLoader::ImageFolderLoader(std::vector<ImageFile> files,
                                      const ImageFolderLoaderOptions& options)
     : files_(std::move(files)), options_(options) {
-  PAC_CHECK(options.batch > 0, "loader: batch size must be positive, got {}", options.batch);
-  PAC_CHECK(options.world_size > 0 && options.rank >= 0 && options.rank < options.world_size,
-            "loader: rank {} is not in [0, world size {})", options.rank, options.world_size);
-  PAC_CHECK(static_cast<int64_t>(files_.size()) >= options.world_size,
-            "loader: {} images cannot be shared by {} ranks", files_.size(), options.world_size);
+  check_shard(options.batch, options.rank, options.world_size, static_cast<int64_t>(files_.size()));
   PAC_CHECK(options.image_size >= 8 && options.image_size <= 4096,
             "--image-size {} is not in [8, 4096]", options.image_size);
   for (int c = 0; c < 3; ++c) {
@@ -94,11 +90,7 @@ Batch ImageFolderLoader::batch(int64_t index) const {
   const int64_t begin = index * options_.batch;
   const int64_t count = std::min(options_.batch, static_cast<int64_t>(order_.size()) - begin);
   const int64_t s = options_.image_size;
-  Batch out = options_.pinned
-                  ? Batch{Tensor::empty_pinned({count, 3, s, s}),
-                          Tensor::empty_pinned({count}, DType::i64),
-                          {}}
-                  : Batch{Tensor::empty({count, 3, s, s}), Tensor::empty({count}, DType::i64), {}};
+  Batch out = empty_image_batch(count, 3, s, s, options_.pinned);
   out.samples.resize(static_cast<size_t>(count));
   for (int64_t b = 0; b < count; ++b) {
     load_sample(begin + b, out.inputs.data<float>() + b * 3 * s * s, out.samples[b],

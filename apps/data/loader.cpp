@@ -6,14 +6,25 @@ namespace pac::data {
 
 Loader::Loader(const Dataset& dataset, const LoaderOptions& options)
     : dataset_(dataset), options_(options) {
-  PAC_CHECK(options.batch > 0, "loader: batch size must be positive, got {}", options.batch);
-  PAC_CHECK(options.world_size > 0 && options.rank >= 0 && options.rank < options.world_size,
-            "loader: rank {} is not in [0, world size {})", options.rank, options.world_size);
-  PAC_CHECK(dataset.size() >= options.world_size, "loader: {} samples cannot be shared by {} ranks",
-            dataset.size(), options.world_size);
+  check_shard(options.batch, options.rank, options.world_size, dataset.size());
   PAC_CHECK(options.crop_padding >= 0, "loader: crop padding must be >= 0, got {}",
             options.crop_padding);
   set_epoch(0);
+}
+
+void check_shard(int64_t batch, int64_t rank, int64_t world_size, int64_t samples) {
+  PAC_CHECK(batch > 0, "loader: batch size must be positive, got {}", batch);
+  PAC_CHECK(world_size > 0 && rank >= 0 && rank < world_size,
+            "loader: rank {} is not in [0, world size {})", rank, world_size);
+  PAC_CHECK(samples >= world_size, "loader: {} samples cannot be shared by {} ranks", samples,
+            world_size);
+}
+
+Batch empty_image_batch(int64_t count, int64_t c, int64_t h, int64_t w, bool pinned) {
+  if (pinned) {
+    return {Tensor::empty_pinned({count, c, h, w}), Tensor::empty_pinned({count}, DType::i64), {}};
+  }
+  return {Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64), {}};
 }
 
 Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position) {
@@ -53,11 +64,7 @@ Batch Loader::batch(int64_t index) const {
   int64_t begin = index * options_.batch;
   int64_t count = std::min(options_.batch, samples_per_rank() - begin);
   int64_t c = dataset_.channels(), h = dataset_.height(), w = dataset_.width();
-  Batch out = options_.pinned
-                  ? Batch{Tensor::empty_pinned({count, c, h, w}),
-                          Tensor::empty_pinned({count}, DType::i64),
-                          {}}
-                  : Batch{Tensor::empty({count, c, h, w}), Tensor::empty({count}, DType::i64), {}};
+  Batch out = empty_image_batch(count, c, h, w, options_.pinned);
   const uint8_t* src = dataset_.images.data<uint8_t>();
   float* dst = out.inputs.data<float>();
   const int64_t pad = options_.crop_padding;

@@ -27,6 +27,11 @@ struct LoaderOptions {
 // global sequence of batches): seeded by (seed, epoch, position) and nothing about the rank.
 Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position);
 
+// The checks every image loader makes of its batch, its rank and its `samples` to share.
+void check_shard(int64_t batch, int64_t rank, int64_t world_size, int64_t samples);
+// An empty batch of `count` images (C, H, W) and their labels, pinned for a GPU or not.
+Batch empty_image_batch(int64_t count, int64_t c, int64_t h, int64_t w, bool pinned);
+
 // One rank's sample indices for an epoch of `n` samples: the epoch's order (shuffled by (seed,
 // epoch), the same on every rank, or 0..n-1), every world-th from `rank` on. Every rank gets
 // n / world of them; the remainder sits out the epoch.
