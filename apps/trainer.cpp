@@ -12,6 +12,7 @@
 #include "apps/training_run.h"
 #include "core/allocator.h"
 #include "core/cpu/threads.h"
+#include "core/cpu_time.h"
 #include "core/generator.h"
 
 namespace pac {
@@ -92,6 +93,9 @@ TrainResult TrainingRun::run() {
 // record, and an evaluation or a checkpoint when one is due after it.
 void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
   auto step_start = Clock::now();
+  const double cpu_before = process_cpu_seconds();
+  const double communication_cpu_before = group_->communication_cpu_s();
+  const uint64_t wakeups_before = group_->wakeups();
   const size_t allocations_before = cpu_allocator_stats().allocations;
   const uint64_t passes_before = counted_passes();
   const float lr = schedule_->lr(position_.step);
@@ -154,6 +158,9 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
   totals.samples += static_cast<double>(batch.targets.numel() * world_);
 
   const double step_s = seconds_since(step_start);
+  cost.cpu_s = process_cpu_seconds() - cpu_before;
+  cost.communication_cpu_s = group_->communication_cpu_s() - communication_cpu_before;
+  cost.wakeups = group_->wakeups() - wakeups_before;
   if (position_.step % o_.log_every == 0 || b + 1 == batches_ || position_.step == total_steps_ ||
       cost.outer_s > 0.0) {
     write_step_record(epoch, outcome.loss, lr, step_s, cost, counted_passes() - passes_before,

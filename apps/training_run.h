@@ -38,6 +38,10 @@ struct StepCost {
   uint64_t eval_bytes = 0;        // the batch-norm buffers shared before an evaluation
   uint64_t checkpoint_bytes = 0;  // per-rank state gathered to rank 0, and the verdict
   double data_wait_s = 0.0;       // the step waiting for its batch (made ahead, or made then)
+  // CPU this step: the whole process's, and of it the communication thread's, with the times
+  // that thread woke to poll; where ranks share cores, what communication took from compute.
+  double cpu_s = 0.0, communication_cpu_s = 0.0;
+  uint64_t wakeups = 0;
 };
 
 // Sums over an epoch, for its record and the run's result.

@@ -14,8 +14,10 @@ its step times across them.
 --measured takes runs trained end to end on the shaped link instead (bench/run_accuracy.sh inside
 scripts/testbed, saved as NAME-at-RATE): their own wall time after every epoch, evaluations
 included, with no model in between.
+With --ranks N it joins the curves of runs on N ranks (bench/run_accuracy.sh's -ranksN suffix, the
+same global batch) with the step times measured on N ranks (2 by default: runs without a suffix).
 Usage: report_tta.py --curves DIR --steps FILE [FILE ...] [--target 0.925] [--model resnet20]
-                     [--plot FILE.svg]
+                     [--ranks N] [--plot FILE.svg]
        report_tta.py --measured RUN.jsonl [RUN.jsonl ...] [--target 0.925] [--plot FILE.png]"""
 import argparse
 import collections
@@ -56,6 +58,15 @@ LABELS = {"torch": "PyTorch", "p80": "pactrain 80% fp32", "t80": "pactrain 80% t
 RAMP = re.compile(r"-ramp(?:([0-9]+)-)?([0-9]+)(?=-|$)")
 
 
+RANKS = re.compile(r"-ranks([0-9]+)(?=-seed[0-9]+$|$)")
+
+
+def run_ranks(run):
+    """'t80-ranks8-seed2' -> 8; a run without the suffix trained on 2 ranks."""
+    m = RANKS.search(run)
+    return int(m.group(1)) if m else 2
+
+
 def split_seed(run):
     """'t80-levels3-seed2' -> ('t80-levels3', 2); a run without the suffix has seed 1."""
     m = re.match(r"^(.+)-seed([0-9]+)$", run)
@@ -65,7 +76,7 @@ def split_seed(run):
 def testbed_method(run):
     """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
     (a bare localH / dilocoH is dense's); a -seedN suffix times as the run without it."""
-    run = split_seed(run)[0]
+    run = RANKS.sub("", split_seed(run)[0])  # the rank count selects the step times
     run = RAMP.sub("", run)  # a shorter ramp times as the run without it
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
@@ -76,6 +87,7 @@ def testbed_method(run):
 
 def label(run):
     run, seed = split_seed(run)
+    run = RANKS.sub("", run)
     if seed != 1:
         return f"{label(run)}, seed {seed}"
     ramp = RAMP.search(run)
@@ -171,6 +183,7 @@ def main():
     p.add_argument("--target", type=float, default=0.925)
     p.add_argument("--model", default="resnet20")
     p.add_argument("--steps-per-epoch", type=int, default=468)
+    p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--plot")
     args = p.parse_args()
     if args.measured:
@@ -183,7 +196,7 @@ def main():
         in_file = {}
         for line in open(path):
             r = json.loads(line)
-            if r["model"] == args.model:
+            if r["model"] == args.model and r.get("ranks", 2) == args.ranks:
                 in_file[(r["rate"], r["method"])] = r  # a rerun replaces the earlier one
         for key, r in in_file.items():
             repeats[key].append(r)
@@ -196,11 +209,12 @@ def main():
     runs = []
     for name in sorted(os.listdir(args.curves)):
         run = name[:-len(".jsonl")] if name.endswith(".jsonl") else None
-        if run and testbed_method(run):
+        if run and run_ranks(run) == args.ranks and testbed_method(run):
             runs.append((run, testbed_method(run)))
     if not runs or not rates:
-        sys.exit("report_tta: no curves in {} or no step times for {} in {}".format(
-            args.curves, args.model, ", ".join(args.steps)))
+        sys.exit("report_tta: no curves of {} ranks in {} or no step times for {} on {} ranks in "
+                 "{}".format(args.ranks, args.curves, args.model, args.ranks,
+                             ", ".join(args.steps)))
     series = {}
     for rate in rates:
         modes = {timed[(rate, m)].get("mode", "?") for _, m in runs if (rate, m) in timed}
@@ -248,7 +262,7 @@ def main():
                     ax.plot([x / 3600 for x in xs], [100 * y for y in ys], marker="o",
                             markersize=3, label=label(run))
             ax.axhline(100 * args.target, color="grey", linestyle=":", linewidth=1)
-            ax.set_title(f"{args.model}, 2 ranks, {rate} per rank")
+            ax.set_title(f"{args.model}, {args.ranks} ranks, {rate} per rank")
             ax.set_xlabel("wall time (hours)")
             ax.set_ylabel("test accuracy (%)")
             ax.set_ylim(80, 95)

@@ -4,8 +4,8 @@ the link, then trains each model with each method for a few steps on synthetic d
 mpiexec and PyTorch DDP on gloo with the same model shapes, per-rank batch and one thread per rank,
 and appends one JSON object per run to --out:
   rate, link_mbit (calibrated), model, method, impl, ranks, batch, steps (timed), samples_per_s, step_s,
-  compute_s, codec_s, comm_exposed_s, exchanges and exchanges_after_backward (ours: per step, rank
-  0), bytes_per_step (per rank), date, commit
+  compute_s, codec_s, comm_exposed_s, exchanges, exchanges_after_backward, cpu_s,
+  communication_cpu_s and wakeups (ours: per step, rank 0), bytes_per_step (per rank), date, commit
 The first --warmup steps of each of our runs are left out (connections, the pruning event, plans).
 Models: resnet18, resnet20, vit, and the language models gpt-nano and gpt-mini (on a text this
 script writes, their peer bench/peers/torch_gpt.py).
@@ -193,6 +193,8 @@ def ours(model, method, args, compute_only=False):
             "comm_exposed_s": mean("comm_exposed_s"),
             "exchanges": mean("exchanges"),
             "exchanges_after_backward": mean("exchanges_after_backward"),
+            "cpu_s": mean("cpu_s"), "communication_cpu_s": mean("communication_cpu_s"),
+            "wakeups": mean("wakeups"),
             "bytes_per_step": 0 if compute_only else mean("bytes_sent")}
 
 

@@ -19,10 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+
 #include "comm/host_reduce.h"
 #include "comm/mpi_library_reduce.h"
 #include "comm/mpi_work.h"
 #include "comm/process_group.h"
+#include "core/cpu_time.h"
 
 #ifdef PAC_WITH_MPI
 #include <mpi.h>
@@ -75,6 +78,8 @@ class MpiGroup : public ProcessGroup {
   MpiGroup() {
     // MPI starts on the communication thread, the only thread that ever calls it.
     thread_ = std::thread([this] {
+      // Named, so that top -H, perf and renice can tell it from the compute threads.
+      pthread_setname_np(pthread_self(), "pac-comm");
       MemoryTagScope tag(MemoryTag::compressor);  // wire buffers
       bool ok = true;
       try {
@@ -335,7 +340,9 @@ class MpiGroup : public ProcessGroup {
         task = std::move(queue_.front());
         queue_.pop_front();
       }
+      const double cpu_before = thread_cpu_seconds();
       task();
+      count_communication_cpu(thread_cpu_seconds() - cpu_before);
     }
     library_.reset();
     if (owns_mpi_) MPI_Finalize();
@@ -344,22 +351,25 @@ class MpiGroup : public ProcessGroup {
   // Polls `done` until it is true without holding a core. MPI's blocking calls poll in a busy
   // loop, and this thread waits for the network while the compute thread runs backward: with as
   // many ranks as cores, a spinning wait takes half of the compute thread's core (a 2-rank GPT
-  // step took twice its compute time). A short spin keeps small messages fast; then the thread
-  // sleeps between polls, at most 200 us, so that a transfer, which MPI only advances inside its
-  // calls, still moves at 10 Gbit/s and more through the socket buffers.
+  // step took twice its compute time). A short spin catches a message already arriving; then the
+  // thread sleeps between polls, at most 200 us, so that a transfer, which MPI only advances
+  // inside its calls, still moves at 10 Gbit/s and more through the socket buffers. The spin is
+  // 10 polls: with 100, 8 ranks on 2 cores spent a third more CPU on communication for the same
+  // step time (docs/results.md, "What eight ranks on two cores cost").
   template <class Done>
-  static void wait_without_spinning(Done done) {
-    for (int spin = 0; spin < 100; ++spin) {
+  void wait_without_spinning(Done done) {
+    for (int spin = 0; spin < 10; ++spin) {
       if (done()) return;
     }
     auto pause = std::chrono::microseconds(10);
     while (!done()) {
       std::this_thread::sleep_for(pause);
+      count_wakeup();
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
   }
 
-  static void wait_for(MPI_Request& request) {
+  void wait_for(MPI_Request& request) {
     wait_without_spinning([&] {
       int finished = 0;
       MPI_Test(&request, &finished, MPI_STATUS_IGNORE);

@@ -4,6 +4,7 @@
 // and in total, so the bytes on the wire are measured rather than estimated.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -103,16 +104,27 @@ class ProcessGroup {
   // slow or distant link this, not bytes, is what a small collective costs. (NCCL does not say
   // how many it makes: its group counts none.)
   uint64_t exchanges() const { return exchanges_.load(); }
+  // CPU seconds the group's communication thread has spent running collectives, and the times it
+  // woke from a sleep to look for a message. Where ranks share cores this is what communication
+  // takes from compute in the process itself. (Groups without such a thread count neither.)
+  double communication_cpu_s() const { return 1e-9 * static_cast<double>(comm_cpu_ns_.load()); }
+  uint64_t wakeups() const { return wakeups_.load(); }
 
  protected:
   void count_bytes(const std::string& collective, uint64_t bytes);
   // Part of bytes already counted, for a segment with a purpose.
   void count_purpose(const char* purpose, uint64_t bytes);
   void count_exchange() { ++exchanges_; }
+  void count_communication_cpu(double seconds) {
+    comm_cpu_ns_ += static_cast<uint64_t>(std::max(0.0, seconds) * 1e9);
+  }
+  void count_wakeup() { ++wakeups_; }
 
  private:
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> exchanges_{0};
+  std::atomic<uint64_t> comm_cpu_ns_{0};
+  std::atomic<uint64_t> wakeups_{0};
   std::atomic<AllReduceAlgorithm> algorithm_{AllReduceAlgorithm::automatic};
   std::atomic<double> timeout_s_{0.0};
   mutable std::mutex bytes_mutex_;

@@ -33,6 +33,14 @@ awk '/"kind":"step"/ { match($0, /"bytes_sent":[0-9.e+]*/); sum += substr($0, RS
     printf "bytes per step: epoch record %.1f, steps %.1f\n", epoch, mean
     exit !(epoch != "" && (epoch - mean) ^ 2 <= (1e-6 * mean) ^ 2 + 1e-6)
   }' "$metrics"
+# The CPU the steps used is measured, and the communication thread's is part of it.
+awk '/"kind":"step"/ {
+    match($0, /"cpu_s":[0-9.e+-]*/); cpu += substr($0, RSTART + 8, RLENGTH - 8)
+    match($0, /"communication_cpu_s":[0-9.e+-]*/); comm += substr($0, RSTART + 22, RLENGTH - 22) }
+  END {
+    printf "CPU of the steps: %.3f s, of which the communication thread %.3f s\n", cpu, comm
+    exit !(comm > 0 && comm < cpu)
+  }' "$metrics"
 if [ -n "${MAX_TEST_LOSS:-}" ]; then
   awk -v most="$MAX_TEST_LOSS" '/"kind":"epoch"/ {
       match($0, /"test_loss":[0-9.e+-]*/); loss = substr($0, RSTART + 12, RLENGTH - 12) }

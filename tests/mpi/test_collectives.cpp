@@ -251,6 +251,23 @@ TEST_CASE("a 4-byte all-reduce takes log2 P exchanges and leaves the same bits o
   }
 }
 
+TEST_CASE("the communication thread's CPU time and its wake-ups are counted") {
+  // Rank 0 joins 50 ms late: the others sleep between polls meanwhile, and wake up to look.
+  const double cpu_before = world().communication_cpu_s();
+  const uint64_t wakeups_before = world().wakeups();
+  const auto start = std::chrono::steady_clock::now();
+  if (world().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Tensor values = Tensor::full({1 << 20}, 1.0f);
+  world().all_reduce(values, ReduceOp::sum)->wait();
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu_s = world().communication_cpu_s() - cpu_before;
+  CHECK(values.to_vector()[12345] == static_cast<float>(world().size()));
+  CHECK(cpu_s > 0.0);              // the sums of 4 MB took some
+  CHECK(cpu_s <= wall_s + 0.005);  // one thread uses at most the time it ran
+  if (world().rank() != 0) CHECK(world().wakeups() - wakeups_before > 0);
+}
+
 TEST_CASE("a queue of slow collectives is not taken for a hung peer: each gets the whole timeout") {
   // Rank 0 launches four all-reduces at once and waits for the last; its peers launch theirs
   // 0.5 s apart, so each collective takes 0.5 s and the last ends 2 s after rank 0's wait began,
