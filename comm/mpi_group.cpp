@@ -310,16 +310,22 @@ class MpiGroup : public ProcessGroup {
             work->finish(why);
             return;
           }
+          // The CPU is counted before the work is finished: a rank that reads the counter after
+          // its wait returns then sees this collective's time.
+          const double cpu_before = thread_cpu_seconds();
           try {
             task();
+            count_communication_cpu(thread_cpu_seconds() - cpu_before);
             work->finish("");
           } catch (const std::exception& e) {
             // A send this task posted may still be reading its buffers (MPI cannot cancel a send):
             // the task, which holds them, is kept, and the group runs no more collectives.
+            count_communication_cpu(thread_cpu_seconds() - cpu_before);
             failure_ = *e.what() ? e.what() : "an error without a message";
             abandoned_.push_back(std::move(task));
             work->finish(failure_);
           } catch (...) {
+            count_communication_cpu(thread_cpu_seconds() - cpu_before);
             failure_ =
                 fmt::format("{} failed with an exception that is not a std::exception", collective);
             abandoned_.push_back(std::move(task));
@@ -340,9 +346,7 @@ class MpiGroup : public ProcessGroup {
         task = std::move(queue_.front());
         queue_.pop_front();
       }
-      const double cpu_before = thread_cpu_seconds();
       task();
-      count_communication_cpu(thread_cpu_seconds() - cpu_before);
     }
     library_.reset();
     if (owns_mpi_) MPI_Finalize();
