@@ -165,6 +165,14 @@ def measured(paths, target, plot):
         fig.savefig(plot)
 
 
+def rate_mbit(rate):
+    """A tc rate ("2500kbit", "10mbit", "1gbit") in Mbit/s, for ordering the tables."""
+    for unit, scale in (("kbit", 1e-3), ("mbit", 1.0), ("gbit", 1e3)):
+        if rate.endswith(unit):
+            return float(rate[:-len(unit)]) * scale
+    sys.exit(f"report_tta: a step record's rate {rate!r} is not a tc rate such as 10mbit")
+
+
 def pyplot():
     try:
         import matplotlib
@@ -204,8 +212,7 @@ def main():
         rs = sorted(rs, key=lambda r: r["step_s"])
         timed[key] = dict(rs[len(rs) // 2], step_s=statistics.median(r["step_s"] for r in rs),
                           repeats=len(rs))
-    rates = sorted({rate for rate, _ in timed}, key=lambda r: float(r.rstrip("mgbit") or 0) *
-                   (1000 if r.endswith("gbit") else 1))
+    rates = sorted({rate for rate, _ in timed}, key=rate_mbit)
     runs = []
     for name in sorted(os.listdir(args.curves)):
         run = name[:-len(".jsonl")] if name.endswith(".jsonl") else None
