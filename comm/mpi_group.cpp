@@ -24,6 +24,7 @@
 #include "comm/host_reduce.h"
 #include "comm/mpi_library_reduce.h"
 #include "comm/mpi_work.h"
+#include "comm/packed_fields.h"
 #include "comm/process_group.h"
 #include "core/cpu_time.h"
 
@@ -148,6 +149,7 @@ class MpiGroup : public ProcessGroup {
     int64_t elements = 0, bytes = 0;
     for (const auto& s : segments) {
       check_host(s.tensor, "all_reduce");
+      check_packed_sum(s, size_);
       elements += s.tensor.numel();
       bytes += static_cast<int64_t>(s.tensor.nbytes());
     }
@@ -428,8 +430,39 @@ class MpiGroup : public ProcessGroup {
     DType dtype;
     ReduceOp op;
     const char* purpose;  // the segment's, for bytes_sent_for
-    int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
+    // Packed fields (ReduceSegment::packed): how many start in this run's first word, their
+    // width, the width they travel in now, and the most one rank adds to a field.
+    int64_t values = 0;
+    int bits = 0, wire_bits = 0;
+    int64_t rank_max = 0;
+    // Sent in narrower fields than it is stored in: repacked on the way out and back.
+    bool narrowed() const { return wire_bits < bits; }
+    int64_t bytes() const {
+      if (narrowed()) return 8 * packed_words(values, wire_bits);
+      return count * static_cast<int64_t>(dtype_size(dtype));
+    }
   };
+  // A whole segment as one piece.
+  static Piece whole(ReduceSegment& s) {
+    return {static_cast<char*>(s.tensor.raw_data()),
+            s.tensor.numel(),
+            s.tensor.dtype(),
+            s.op,
+            s.purpose,
+            s.packed.values,
+            s.packed.bits,
+            s.packed.bits,
+            s.packed.rank_max};
+  }
+  // The pieces as they travel while they hold the sums of `summed` ranks: packed fields in the
+  // width that sum needs; the sums of all ranks as they are stored (an all-gather's receiver
+  // copies them into place).
+  std::vector<Piece> holding(std::vector<Piece> pieces, int summed) const {
+    for (auto& p : pieces) {
+      if (p.values > 0 && summed < size_) p.wire_bits = bits_for(summed * p.rank_max);
+    }
+    return pieces;
+  }
   // After sending `pieces`: the share of a segment with a purpose.
   void count_purposes(const std::vector<Piece>& pieces) {
     for (const auto& p : pieces) count_purpose(p.purpose, static_cast<uint64_t>(p.bytes()));
@@ -443,24 +476,36 @@ class MpiGroup : public ProcessGroup {
   // Ring chunk c of a coalesced message: every segment is split into `size_` nearly equal chunks
   // of its own, and the message's chunk c is chunk c of each, back to back. One segment splits
   // exactly as a plain all-reduce of it does, so coalescing changes no value and no byte count.
-  std::vector<Piece> chunk(std::vector<ReduceSegment>& segments, int c) const {
+  // Packed fields are split at words, like any int64 segment, and travel in the width that the
+  // sums of `summed` ranks need.
+  std::vector<Piece> chunk(std::vector<ReduceSegment>& segments, int c, int summed) const {
     std::vector<Piece> pieces;
     for (auto& s : segments) {
       const int64_t n = s.tensor.numel(), begin = n * c / size_, end = n * (c + 1) / size_;
-      const size_t elem = dtype_size(s.tensor.dtype());
-      pieces.push_back({static_cast<char*>(s.tensor.raw_data()) + begin * elem, end - begin,
-                        s.tensor.dtype(), s.op, s.purpose});
+      Piece piece = whole(s);
+      piece.data += begin * static_cast<int64_t>(dtype_size(s.tensor.dtype()));
+      piece.count = end - begin;
+      if (piece.values > 0) {
+        const int64_t per_word = fields_per_word(piece.bits);
+        piece.values =
+            std::max<int64_t>(0, std::min(end * per_word, s.packed.values) - begin * per_word);
+      }
+      pieces.push_back(piece);
     }
-    return pieces;
+    return holding(std::move(pieces), summed);
   }
 
   // The pieces as one contiguous send buffer: the piece itself when it is alone, else a copy.
   const char* packed(const std::vector<Piece>& pieces) {
-    if (pieces.size() == 1) return pieces.front().data;
+    if (pieces.size() == 1 && !pieces.front().narrowed()) return pieces.front().data;
     outgoing_.resize(std::max(outgoing_.size(), static_cast<size_t>(bytes_of(pieces))));
     char* at = outgoing_.data();
     for (const auto& p : pieces) {
-      std::memcpy(at, p.data, p.bytes());
+      if (p.narrowed()) {
+        repack_fields(p.data, p.bits, p.values, at, p.wire_bits);
+      } else {
+        std::memcpy(at, p.data, p.bytes());
+      }
       at += p.bytes();
     }
     return outgoing_.data();
@@ -469,7 +514,12 @@ class MpiGroup : public ProcessGroup {
   // Each piece op= its part of `incoming` (laid out as packed() lays out the pieces).
   static void reduce_pieces(const std::vector<Piece>& pieces, const char* incoming) {
     for (const auto& p : pieces) {
-      reduce_into(p.data, incoming, p.count, p.dtype, p.op == ReduceOp::avg ? ReduceOp::sum : p.op);
+      if (p.narrowed()) {
+        add_fields(p.data, p.bits, incoming, p.wire_bits, p.values);
+      } else {
+        reduce_into(p.data, incoming, p.count, p.dtype,
+                    p.op == ReduceOp::avg ? ReduceOp::sum : p.op);
+      }
       incoming += p.bytes();
     }
   }
@@ -480,13 +530,13 @@ class MpiGroup : public ProcessGroup {
   }
 
   // Ring reduce-scatter in place: afterwards this rank's chunk `rank_` of every segment holds the
-  // reduction.
+  // reduction. In step s the chunks that travel hold the sums of s + 1 ranks.
   void ring_reduce_scatter(std::vector<ReduceSegment>& segments, const char* collective) {
     if (size_ == 1) return;
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
-      std::vector<Piece> out = chunk(segments, (rank_ - s - 1 + 2 * size_) % size_);
-      std::vector<Piece> in = chunk(segments, (rank_ - s - 2 + 2 * size_) % size_);
+      std::vector<Piece> out = chunk(segments, (rank_ - s - 1 + 2 * size_) % size_, s + 1);
+      std::vector<Piece> in = chunk(segments, (rank_ - s - 2 + 2 * size_) % size_, s + 1);
       char* received = incoming_buffer(bytes_of(in));
       exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
       count_purposes(out);
@@ -498,8 +548,8 @@ class MpiGroup : public ProcessGroup {
   void ring_all_gather_chunks(std::vector<ReduceSegment>& segments, const char* collective) {
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
-      std::vector<Piece> out = chunk(segments, (rank_ - s + size_) % size_);
-      std::vector<Piece> in = chunk(segments, (rank_ - s - 1 + size_) % size_);
+      std::vector<Piece> out = chunk(segments, (rank_ - s + size_) % size_, size_);
+      std::vector<Piece> in = chunk(segments, (rank_ - s - 1 + size_) % size_, size_);
       // One segment is received in place; several through the receive buffer.
       char* received = in.size() == 1 ? in.front().data : incoming_buffer(bytes_of(in));
       exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
@@ -528,13 +578,12 @@ class MpiGroup : public ProcessGroup {
   // partners compute a op b, which IEEE arithmetic makes the same on each, so every rank ends
   // with the same bits. Where P is not a power of two, the first 2 (P - q) ranks (q the largest
   // power of two below P) pair up beforehand: the even one hands its message to the odd one and
-  // gets the result back at the end.
+  // gets the result back at the end. Packed fields travel in the width of the sums so far: one
+  // rank's before the pairing, at most 2^(k+1) ranks' in round k.
   void doubling_all_reduce(std::vector<ReduceSegment>& segments) {
     if (size_ == 1) return;
     std::vector<Piece> pieces;
-    for (auto& s : segments)
-      pieces.push_back({static_cast<char*>(s.tensor.raw_data()), s.tensor.numel(), s.tensor.dtype(),
-                        s.op, s.purpose});
+    for (auto& s : segments) pieces.push_back(whole(s));
     const int64_t bytes = bytes_of(pieces);
     // Several segments are reduced in a packed copy (their pieces then point into it).
     std::vector<Piece> work = pieces;
@@ -553,15 +602,16 @@ class MpiGroup : public ProcessGroup {
     const int extra = size_ - q;
     int virtual_rank = rank_ - extra;
     if (rank_ < 2 * extra) {
+      const std::vector<Piece> own = holding(work, 1);
       if (rank_ % 2 == 0) {
-        send_only(data, bytes, rank_ + 1);
-        count_purposes(work);
+        send_only(packed(own), bytes_of(own), rank_ + 1);
+        count_purposes(own);
         virtual_rank = -1;
       } else {
-        char* received = incoming_buffer(bytes);
-        receive_checked(received, bytes, rank_ - 1);
+        char* received = incoming_buffer(bytes_of(own));
+        receive_checked(received, bytes_of(own), rank_ - 1);
         count_exchange();
-        reduce_pieces(work, received);
+        reduce_pieces(own, received);
         virtual_rank = rank_ / 2;
       }
     }
@@ -570,10 +620,13 @@ class MpiGroup : public ProcessGroup {
         const int partner_virtual = virtual_rank ^ bit;
         const int partner =
             partner_virtual < extra ? 2 * partner_virtual + 1 : partner_virtual + extra;
-        char* received = incoming_buffer(bytes);
-        exchange(data, bytes, partner, received, bytes, partner, "all_reduce");
-        count_purposes(work);
-        reduce_pieces(work, received);
+        // Each partner holds the sums of `bit` virtual ranks, each of one or two ranks.
+        const std::vector<Piece> sums = holding(work, extra > 0 ? 2 * bit : bit);
+        const int64_t n = bytes_of(sums);
+        char* received = incoming_buffer(n);
+        exchange(packed(sums), n, partner, received, n, partner, "all_reduce");
+        count_purposes(sums);
+        reduce_pieces(sums, received);
       }
     }
     if (rank_ < 2 * extra) {

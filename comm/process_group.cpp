@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "comm/packed_fields.h"
+
 namespace pac::comm {
 
 std::map<std::string, uint64_t> ProcessGroup::bytes_by_collective() const {
@@ -30,6 +32,24 @@ WorkPtr ProcessGroup::all_reduce_coalesced(std::vector<ReduceSegment> segments) 
   std::vector<WorkPtr> works;
   for (auto& s : segments) works.push_back(all_reduce(s.tensor, s.op));
   return all_of(std::move(works));
+}
+
+void check_packed_sum(const ReduceSegment& s, int world) {
+  const PackedSum& p = s.packed;
+  if (p.values == 0) return;
+  PAC_CHECK(p.bits >= 1 && p.bits <= 63 && p.rank_max >= 1,
+            "all_reduce: packed fields of {} bits whose ranks add at most {} each; expected 1 to "
+            "63 bits and a positive largest value",
+            p.bits, p.rank_max);
+  PAC_CHECK(s.tensor.dtype() == DType::i64 && s.op == ReduceOp::sum,
+            "all_reduce: packed fields are summed int64 words; got {} with {}",
+            dtype_name(s.tensor.dtype()), s.op == ReduceOp::max ? "max" : "avg");
+  PAC_CHECK(s.tensor.numel() == packed_words(p.values, p.bits),
+            "all_reduce: {} fields of {} bits fill {} words; the tensor has {}", p.values, p.bits,
+            packed_words(p.values, p.bits), s.tensor.numel());
+  PAC_CHECK(bits_for(p.rank_max * world) <= p.bits,
+            "all_reduce: {} ranks adding up to {} each reach {}, which {}-bit fields cannot hold",
+            world, p.rank_max, p.rank_max * world, p.bits);
 }
 
 uint64_t ProcessGroup::bytes_sent_for(const std::string& purpose) const {

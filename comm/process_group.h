@@ -18,6 +18,17 @@ namespace pac::comm {
 
 enum class ReduceOp { sum, avg, max };
 
+// A segment of int64 words that hold small integers packed side by side (comm/packed_fields.h),
+// summed field by field: `values` fields of `bits` each, every rank adding at most `rank_max` to a
+// field. Groups that send partial sums (the MPI group's ring and doubling) then send a sum of k
+// ranks in the bits that k x rank_max needs; the result is the plain sum's. values == 0: an
+// ordinary segment.
+struct PackedSum {
+  int64_t values = 0;
+  int bits = 0;
+  int64_t rank_max = 0;
+};
+
 // One tensor of a coalesced all-reduce, with its own reduction. `purpose` (a string literal, or
 // null) names what it carries, so that the bytes it costs inside a shared message can be told
 // apart (bytes_sent_for): the step's finiteness verdict riding on a gradient bucket, say.
@@ -25,6 +36,7 @@ struct ReduceSegment {
   Tensor tensor;
   ReduceOp op = ReduceOp::sum;
   const char* purpose = nullptr;
+  PackedSum packed{};
 };
 
 // How an all-reduce moves its data. The ring sends 2 (P - 1) / P of the message per rank in
@@ -133,6 +145,10 @@ class ProcessGroup {
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+// Refuses a segment whose PackedSum does not describe its tensor, or whose sums over `world`
+// ranks would overflow its fields.
+void check_packed_sum(const ReduceSegment& segment, int world);
 
 // Raises the group's timeout by `extra_s` for one scope, for collectives launched within it, where
 // a peer is known to be busy for about that long (scoring a pruning event, writing a checkpoint);

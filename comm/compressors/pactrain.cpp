@@ -173,7 +173,8 @@ class Pactrain : public Compressor {
     plan.coded_this_step = true;
     prepare_ternary(plan, bucket, group);
     encode_ternary(plan, group);
-    std::vector<ReduceSegment> segments{{plan.wire, ReduceOp::sum}};
+    std::vector<ReduceSegment> segments{
+        {plan.wire, ReduceOp::sum, nullptr, packed_sum(plan.layout, plan.coded.numel())}};
     if (plan.plain.numel() > 0) segments.push_back({plan.plain_values, ReduceOp::sum});
     if (previous_scale_) segments.push_back({plan.next_scale, ReduceOp::max});
     return then(all_reduce_with_riders(bucket, group, std::move(segments)),

@@ -27,6 +27,11 @@ TernaryWire ternary_wire(int world, int levels, bool int16) {
   return packed.bytes(1 << 20) < one_each.bytes(1 << 20) ? packed : one_each;
 }
 
+PackedSum packed_sum(const TernaryWire& layout, int64_t values) {
+  if (layout.bits == 0 || values == 0) return {};
+  return {values, layout.bits, 2 * static_cast<int64_t>(layout.levels)};
+}
+
 TernaryWriter::TernaryWriter(Tensor& wire, const TernaryWire& layout)
     : data_(wire.raw_data()), layout_(layout) {}
 

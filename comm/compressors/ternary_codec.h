@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/process_group.h"
 #include "core/tensor.h"
 
 namespace pac::comm {
@@ -36,6 +37,11 @@ struct TernaryWire {
     return elements(values) * static_cast<int64_t>(dtype_size(dtype));
   }
 };
+
+// How a packed wire of `values` codes is summed (ProcessGroup's PackedSum): each rank adds at
+// most 2L to a field, so a group may send a sum of few ranks in narrower fields. A wire of one
+// integer per value is an ordinary segment.
+PackedSum packed_sum(const TernaryWire& layout, int64_t values);
 
 // `int16`: whether one int16 per value may be chosen. NCCL has no 16-bit integer type, so GPU
 // buckets ask for a packed wire instead, which from 2LP = 32768 on is a third larger.

@@ -45,7 +45,8 @@ class TernGrad : public Compressor {
       ternary_encode(flat.data<float>(), *begin, scales.data<float>(), seed, wire, layout, nullptr);
     });
     const int world = group.size();
-    return then(group.all_reduce(wire, ReduceOp::sum),
+    return then(group.all_reduce_coalesced(
+                    {{wire, ReduceOp::sum, nullptr, packed_sum(layout, flat.numel())}}),
                 [this, flat, wire, scales, begin, layout, world]() mutable {
                   timed([&] {
                     ternary_decode(wire, layout, world, *begin, scales.data<float>(),

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "comm/packed_fields.h"
 #include "core/tensor.h"
 #include "tests/mpi/world.h"
 
@@ -229,6 +230,81 @@ TEST_CASE("a segment's purpose counts the bytes it costs inside a coalesced mess
         ->wait();
     CHECK(world().bytes_sent_for("test-rider") - before == alone);
   }
+}
+
+namespace {
+
+// Field j of rank r: a code in 0..6 (ternary codes of levels 3 travel as t + 3).
+int64_t code(int r, int64_t j) { return (r * 5 + j * 3 + j / 7) % 7; }
+
+// Fields of `bits` in int64 words, as the ternary writer lays them out.
+Tensor pack_codes(int r, int64_t values, int bits) {
+  const int per_word = comm::fields_per_word(bits);
+  std::vector<int64_t> words(comm::packed_words(values, bits), 0);
+  for (int64_t j = 0; j < values; ++j) words[j / per_word] += code(r, j) << (j % per_word * bits);
+  Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
+  std::copy(words.begin(), words.end(), t.data<int64_t>());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("packed sums travel in narrower fields while few ranks are summed, to the same result") {
+  const int p = world().size(), r = world().rank();
+  const int bits = comm::bits_for(6 * p);
+  for (auto algorithm : {comm::AllReduceAlgorithm::ring, comm::AllReduceAlgorithm::doubling}) {
+    for (int64_t values : {1, 37, 5003}) {
+      CAPTURE(algorithm == comm::AllReduceAlgorithm::ring);
+      CAPTURE(values);
+      pac::testing::AlgorithmScope scope(algorithm);
+      // The same fields twice: told they are packed, and as plain words; each with an fp32
+      // segment beside it, as pactrain sends its codes and 1-D values.
+      Tensor plain = pack_codes(r, values, bits), narrow = pack_codes(r, values, bits);
+      Tensor floats = rank_values(301, r);
+      uint64_t before = world().bytes_sent();
+      world()
+          .all_reduce_coalesced({{plain, ReduceOp::sum}, {floats.clone(), ReduceOp::sum}})
+          ->wait();
+      const uint64_t plain_bytes = world().bytes_sent() - before;
+      before = world().bytes_sent();
+      world()
+          .all_reduce_coalesced({{narrow, ReduceOp::sum, nullptr, comm::PackedSum{values, bits, 6}},
+                                 {floats, ReduceOp::sum}})
+          ->wait();
+      const uint64_t narrow_bytes = world().bytes_sent() - before;
+      // Every field is the sum of the ranks' codes.
+      const int per_word = comm::fields_per_word(bits);
+      const int64_t* words = narrow.data<int64_t>();
+      for (int64_t j = 0; j < values; ++j) {
+        int64_t expected = 0;
+        for (int k = 0; k < p; ++k) expected += code(k, j);
+        const int64_t field = (words[j / per_word] >> (j % per_word * bits)) & ((1 << bits) - 1);
+        REQUIRE(field == expected);
+      }
+      CHECK(narrow.to_vector() == plain.to_vector());
+      CHECK(pac::testing::identical_on_every_rank(floats));
+      if (values == 5003 && p > 1) CHECK(narrow_bytes < plain_bytes);
+      if (values == 5003 && p == 2 && algorithm == comm::AllReduceAlgorithm::doubling) {
+        // Doubling's one exchange carries one rank's codes, which fit 3 bits (21 to a word); the
+        // sum of two needs 4 (15 to a word).
+        CHECK(narrow_bytes ==
+              plain_bytes - 8 * (comm::packed_words(values, 4) - comm::packed_words(values, 3)));
+      }
+    }
+  }
+}
+
+TEST_CASE("packed fields that do not fit their sums or their tensor are refused") {
+  const int p = world().size();
+  if (p == 1) return;
+  const int bits = comm::bits_for(6 * p);
+  Tensor words = pack_codes(world().rank(), 100, bits);
+  CHECK_THROWS_WITH_AS(world().all_reduce_coalesced(
+                           {{words, ReduceOp::sum, nullptr, comm::PackedSum{100, bits, 6 * p}}}),
+                       doctest::Contains("cannot hold"), Error);
+  CHECK_THROWS_WITH_AS(world().all_reduce_coalesced(
+                           {{words, ReduceOp::sum, nullptr, comm::PackedSum{99999, bits, 6}}}),
+                       doctest::Contains("fill"), Error);
 }
 
 TEST_CASE("a 4-byte all-reduce takes log2 P exchanges and leaves the same bits on every rank") {

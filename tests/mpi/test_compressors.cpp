@@ -146,10 +146,11 @@ TEST_CASE("bytes on the wire match each compressor's formula") {
   CHECK(sent_by("dense", {}, {{n}}) == ring(n, 4));
   CHECK(sent_by("fp16", {}, {{n}}) == ring(n, 2));
   CHECK(sent_by("randomk", {{"ratio", "0.05"}}, {{n}}) == ring(50, 4));
-  // terngrad: one scale per parameter, then the packed sums (ternary_codec.h).
+  // terngrad: one scale per parameter, then the packed sums (ternary_codec.h), narrower while
+  // few ranks are summed.
   const comm::TernaryWire wire = comm::ternary_wire(p);
   CHECK(sent_by("terngrad", {}, {{n - 10}, {10}}) ==
-        ring(2, 4) + ring(wire.elements(n), static_cast<int64_t>(dtype_size(wire.dtype))));
+        ring(2, 4) + pac::testing::ring_bytes_of_codes(n, wire, r, p));
   // topk: k values and k indices all-gathered ((P - 1) blocks each), the 1-D part all-reduced.
   CHECK(sent_by("topk", {{"ratio", "0.1"}}, {{99, 10}, {10}}) ==
         static_cast<uint64_t>((p - 1) * 99 * 8) + ring(10, 4));

@@ -402,12 +402,11 @@ TEST_CASE(
       uint64_t sent = world().bytes_sent() - before;
       comm::TernaryWire wire = comm::ternary_wire(p, levels);
       const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32
-      uint64_t expected = e == "fp32" ? ring_bytes(b.kept(), 4, r, p)
-                          : e == "bf16"
-                              ? ring_bytes(b.kept(), 2, r, p)
-                              : ring_bytes(2, 4, r, p) +
-                                    ring_bytes(wire.elements(coded), dtype_size(wire.dtype), r, p) +
-                                    ring_bytes(8, 4, r, p);
+      uint64_t expected = e == "fp32"   ? ring_bytes(b.kept(), 4, r, p)
+                          : e == "bf16" ? ring_bytes(b.kept(), 2, r, p)
+                                        : ring_bytes(2, 4, r, p) +
+                                              pac::testing::ring_bytes_of_codes(coded, wire, r, p) +
+                                              ring_bytes(8, 4, r, p);
       CHECK(sent == expected);  // ternary: 2 scales, the packed sums, the bias
     }
 }

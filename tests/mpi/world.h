@@ -1,7 +1,10 @@
 // The MPI process group shared by the multi-rank tests, and helpers they share.
 #pragma once
 
+#include <bit>
+
 #include "comm/compressor.h"
+#include "comm/compressors/ternary_codec.h"
 #include "comm/process_group.h"
 #include "core/generator.h"
 #include "core/ops.h"
@@ -49,6 +52,28 @@ inline uint64_t ring_bytes(int64_t n, int64_t element_bytes, int r, int p) {
   if (p == 1) return 0;
   auto chunk = [&](int c) { return n * (c + 1) / p - n * c / p; };
   return static_cast<uint64_t>(element_bytes * ((n - chunk(r)) + (n - chunk((r + 1) % p))));
+}
+
+// Bytes rank r sends in a ring all-reduce of `values` ternary codes laid out as `wire`: a packed
+// wire's reduce-scatter step s carries the sums of s + 1 ranks, in fields as wide as the largest
+// such sum, (s + 1) x 2L, needs; its all-gather carries the full words.
+inline uint64_t ring_bytes_of_codes(int64_t values, const comm::TernaryWire& wire, int r, int p) {
+  if (wire.bits == 0) return ring_bytes(values, static_cast<int64_t>(dtype_size(wire.dtype)), r, p);
+  if (p == 1) return 0;
+  const int64_t words = wire.elements(values);
+  uint64_t bytes = 0;
+  for (int s = 0; s < p - 1; ++s) {
+    const int c = (r - s - 1 + 2 * p) % p;
+    const int64_t first = words * c / p * wire.per_word;
+    const int64_t last = std::min(values, words * (c + 1) / p * wire.per_word);
+    const int width = std::bit_width(static_cast<uint64_t>((s + 1) * 2 * wire.levels));
+    const int64_t per_word = 63 / width;
+    bytes +=
+        8 * static_cast<uint64_t>((std::max<int64_t>(0, last - first) + per_word - 1) / per_word);
+    const int g = (r - s + p) % p;  // the all-gather's chunk of this step
+    bytes += 8 * static_cast<uint64_t>(words * (g + 1) / p - words * g / p);
+  }
+  return bytes;
 }
 
 // True when `t` holds the same values on every rank: its maximum and its minimum over the ranks
