@@ -61,9 +61,14 @@ RAMP = re.compile(r"-ramp(?:([0-9]+)-)?([0-9]+)(?=-|$)")
 RANKS = re.compile(r"-ranks([0-9]+)(?=-seed[0-9]+$|$)")
 
 
+# A run trained end to end on the shaped link (bench/run_accuracy.sh in scripts/testbed) is saved
+# as NAME-at-RATE; its curve is NAME's, so it is modelled like any other where NAME has no curve.
+SHAPED = re.compile(r"-at-[0-9.]+[kmg]?bit$")
+
+
 def run_ranks(run):
     """'t80-ranks8-seed2' -> 8; a run without the suffix trained on 2 ranks."""
-    m = RANKS.search(run)
+    m = RANKS.search(SHAPED.sub("", run))
     return int(m.group(1)) if m else 2
 
 
@@ -76,7 +81,7 @@ def split_seed(run):
 def testbed_method(run):
     """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
     (a bare localH / dilocoH is dense's); a -seedN suffix times as the run without it."""
-    run = RANKS.sub("", split_seed(run)[0])  # the rank count selects the step times
+    run = RANKS.sub("", split_seed(SHAPED.sub("", run))[0])  # the ranks select the step times
     run = RAMP.sub("", run)  # a shorter ramp times as the run without it
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
@@ -86,6 +91,10 @@ def testbed_method(run):
 
 
 def label(run):
+    shaped = SHAPED.search(run)
+    if shaped:
+        rate = shaped.group(0)[len("-at-"):]
+        return f"{label(SHAPED.sub('', run))} (the curve of its run at {rate})"
     run, seed = split_seed(run)
     run = RANKS.sub("", run)
     if seed != 1:
@@ -214,9 +223,11 @@ def main():
                           repeats=len(rs))
     rates = sorted({rate for rate, _ in timed}, key=rate_mbit)
     runs = []
-    for name in sorted(os.listdir(args.curves)):
-        run = name[:-len(".jsonl")] if name.endswith(".jsonl") else None
-        if run and run_ranks(run) == args.ranks and testbed_method(run):
+    names = {name[:-len(".jsonl")] for name in os.listdir(args.curves) if name.endswith(".jsonl")}
+    for run in sorted(names):
+        if SHAPED.search(run) and SHAPED.sub("", run) in names:
+            continue  # the unshaped run's curve stands for it
+        if run_ranks(run) == args.ranks and testbed_method(run):
             runs.append((run, testbed_method(run)))
     if not runs or not rates:
         sys.exit("report_tta: no curves of {} ranks in {} or no step times for {} on {} ranks in "
