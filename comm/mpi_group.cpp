@@ -430,8 +430,8 @@ class MpiGroup : public ProcessGroup {
     DType dtype;
     ReduceOp op;
     const char* purpose;  // the segment's, for bytes_sent_for
-    // Packed fields (ReduceSegment::packed): how many start in this run's first word, their
-    // width, the width they travel in now, and the most one rank adds to a field.
+    // Packed fields (ReduceSegment::packed): how many this run holds (from its first word on),
+    // their width, the width they travel in now, and the most one rank adds to a field.
     int64_t values = 0;
     int bits = 0, wire_bits = 0;
     int64_t rank_max = 0;
