@@ -4,7 +4,8 @@
 // at most `clip` (2.5) times the root mean square of the layer's values, so that one outlier does
 // not code the rest of the layer to zero. t = sign(g) with probability min(1, |g| / s), else 0, so
 // without clipping (clip=0) E[s t] = g: unbiased. The sums of t travel packed several to a 64-bit
-// word (ternary_codec.h, the codec pactrain uses too): 0.38 bytes a value on 2 ranks.
+// word (ternary_codec.h, the codec pactrain uses too): 0.38 bytes a value on 2 ranks, and
+// 0.26 in the exchange that carries one rank's codes alone (packed_fields.h).
 // On GPU buckets the three passes are pactrain's kernels (pactrain_kernels.h), queued on the
 // compute stream, so the bucket never visits the host; their coin flips come from a counter-based
 // hash instead of the CPU's generator, as pactrain's do.
