@@ -124,6 +124,7 @@ void save_checkpoint(const std::string& path, const models::ModelConfig& config,
   }
   add_prefixed(file.tensors, "pruner.", run.pruner);
   add_prefixed(file.tensors, "reducer.", run.reducer);
+  add_prefixed(file.tensors, "grad_scaler.", run.grad_scaler);
   for (size_t r = 0; r < run.ranks.size(); ++r)
     add_prefixed(file.tensors, "rank" + std::to_string(r) + ".", run.ranks[r]);
   file.metadata = {
@@ -212,6 +213,8 @@ LoadedCheckpoint load_checkpoint(TensorFile file, const std::string& path,
       out.run.pruner[key.substr(7)] = it->second;
     } else if (key.rfind("reducer.", 0) == 0) {
       out.run.reducer[key.substr(8)] = it->second;
+    } else if (key.rfind("grad_scaler.", 0) == 0) {
+      out.run.grad_scaler[key.substr(12)] = it->second;
     } else if (key.rfind("rank", 0) == 0 && dot != std::string::npos && dot > 4 &&
                key.find_first_not_of("0123456789", 4) == dot && dot - 4 <= 6) {
       ranks[std::stoll(key.substr(4, dot - 4))][key.substr(dot + 1)] = it->second;

@@ -1,10 +1,11 @@
 // Training checkpoints in safetensors: every parameter under its own name
 // ("layer1.0.conv1.weight"), its pruning mask as "<name>.mask", every buffer ("bn1.running_mean"),
 // the optimizer state as "optimizer.<parameter>.<slot>", the pruner's state as "pruner.<key>", the
-// gradient buckets' grouping as "reducer.buckets", each rank's compressor and generator state as
-// "rank<r>.<key>" (apps/run_state.h), and in the metadata
-// the model configuration, the position in the run and the compressor and criterion names. A
-// checkpoint of another model is refused by name. The file carries a CRC-32 that loading checks.
+// gradient buckets' grouping as "reducer.buckets", fp16's loss scale as "grad_scaler.<key>", each
+// rank's compressor and generator state as "rank<r>.<key>" (apps/run_state.h), and in the
+// metadata the model configuration, the position in the run and the compressor and criterion
+// names. A checkpoint of another model is refused by name. The file carries a CRC-32 that
+// loading checks.
 #pragma once
 
 #include <string>

@@ -163,6 +163,15 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
   group = "Device";
   add("--device", o.device, "where to train: cpu, cuda or cuda:N");
   flag("--tf32", o.tf32, "GPU: let fp32 matrix products and convolutions use TF32 tensor cores");
+  add("--precision", o.precision,
+      "fp32, or bf16 / fp16 mixed precision as torch.autocast: matrix products and convolutions "
+      "in the low precision with fp32 sums, everything else and the weights in fp32; fp16 with "
+      "dynamic loss scaling (CPU reference path; no GPU kernels yet)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add("--loss-scale", o.loss_scale,
+      "--precision fp16: the initial loss scale (halved after a step whose gradients overflow)");
+  add("--loss-scale-growth-interval", o.loss_scale_growth_interval,
+      "--precision fp16: finite steps in a row after which the loss scale doubles");
   add("--threads", o.threads, "CPU threads (0: every core)");
 
   group = "Data parallel (mpirun -np N pactrain train ...)";
@@ -238,8 +247,9 @@ void add_range_checks(CLI::App& cmd) {
   const CLI::Validator non_negative = range([](double v) { return v >= 0.0; }, ">= 0");
   const CLI::Validator fraction =
       range([](double v) { return v >= 0.0 && v < 1.0; }, "at least 0 and below 1");
-  for (const char* name : {"--epochs", "--batch", "--synthetic-size", "--bucket-mb",
-                           "--first-bucket-mb", "--patch", "--world"}) {
+  for (const char* name :
+       {"--epochs", "--batch", "--synthetic-size", "--bucket-mb", "--first-bucket-mb", "--patch",
+        "--world", "--loss-scale", "--loss-scale-growth-interval"}) {
     if (auto* o = cmd.get_option_no_throw(name)) o->check(positive);
   }
   for (const char* name :

@@ -26,6 +26,8 @@ struct RunState {
   std::string sync = "step";  // the --sync mode
   StateDict pruner;
   StateDict reducer;  // "buckets": the grouping the compressor's per-bucket state belongs to
+  // fp16's loss scaling (optim/grad_scaler.h), the same on every rank; empty in fp32 and bf16.
+  StateDict grad_scaler;
   // Per rank: "compressor.<key>", "generator", "sync.<key>" and "criterion.<key>".
   std::vector<StateDict> ranks;
 };

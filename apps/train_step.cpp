@@ -24,9 +24,11 @@ StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
   Tensor loss;
   {
     MemoryTagScope tag(MemoryTag::activations);
+    AutocastScope autocast(settings.precision);
     loss = batch_loss(model(batch.inputs), batch.targets, settings.label_smoothing);
     if (settings.poison_loss) loss = mul_scalar(loss, NAN);
   }
+  const Tensor backward_root = settings.scaler ? settings.scaler->scale_loss(loss) : loss;
   optimizer.zero_grad();
   // On the CPU the loss is read before backward, so that the step's finiteness verdict travels
   // with the last bucket instead of in a collective of its own after it; on a GPU, reading it
@@ -34,7 +36,7 @@ StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
   if (reducer && !loss.is_cuda()) reducer->declare_loss_finite(std::isfinite(loss.item()));
   {
     MemoryTagScope tag(MemoryTag::backward);
-    loss.backward();  // full buckets are all-reduced while backward goes on
+    backward_root.backward();  // full buckets are all-reduced while backward goes on
   }
   // Read after backward is queued, so that on a GPU the wait does not hold back its launches.
   out.loss = loss.item();
@@ -47,7 +49,12 @@ StepOutcome train_step(nn::Module& model, const optim::NamedParameters& params,
     out.nonfinite = std::isfinite(out.loss) ? nn::first_nonfinite_gradient(params) : "loss";
     out.skipped = !out.nonfinite.empty();
   }
+  if (settings.scaler) {
+    if (out.skipped && std::isfinite(out.loss)) out.overflowed_scale = settings.scaler->scale();
+    settings.scaler->update(!out.skipped);
+  }
   if (out.skipped) return out;
+  if (settings.scaler) settings.scaler->unscale(params);
   if (settings.after_reduce) settings.after_reduce();
   if (settings.clip_grad > 0.0f) optim::clip_grad_norm(params, settings.clip_grad);
   optimizer.step();

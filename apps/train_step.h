@@ -8,7 +8,9 @@
 
 #include "apps/data/loader.h"
 #include "comm/reducer.h"
+#include "core/autocast.h"
 #include "layers/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 
 namespace pac {
@@ -20,6 +22,10 @@ struct StepSettings {
   // applied (a pruning criterion's observe()).
   std::function<void()> after_reduce;
   bool poison_loss = false;  // the nan-loss fault: the loss becomes NaN
+  // --precision: forward runs under autocast (core/autocast.h); fp16 scales the loss by `scaler`
+  // (null otherwise), which the step also updates with its verdict.
+  Precision precision = Precision::fp32;
+  optim::GradScaler* scaler = nullptr;
 };
 
 struct StepOutcome {
@@ -29,6 +35,9 @@ struct StepOutcome {
   // names this rank's culprit ("loss" or a parameter), "" when another rank found it.
   bool skipped = false;
   std::string nonfinite;
+  // The loss scale the step ran with when it was skipped under fp16 loss scaling (0 otherwise):
+  // a gradient that overflowed there is the scale's back-off, not a fault.
+  float overflowed_scale = 0.0f;
 };
 
 // The mean cross-entropy of a batch: logits [B, classes] against labels [B], or a sequence

@@ -52,6 +52,18 @@ TrainResult train(const TrainOptions& options) {
   default_generator().manual_seed(o.seed);
 
   const Device device = Device::parse(o.device);
+  const Precision precision = parse_precision(o.precision);
+  PAC_CHECK(precision == Precision::fp32 || device.is_cpu(),
+            "--precision {} runs on the CPU reference path only: its GPU kernels (cuBLAS and "
+            "cuDNN in {}) are not built yet; on a GPU, train in fp32 (--tf32 for tensor cores)",
+            o.precision, o.precision);
+  const TrainOptions defaults;
+  PAC_CHECK(precision == Precision::fp16 ||
+                (o.loss_scale == defaults.loss_scale &&
+                 o.loss_scale_growth_interval == defaults.loss_scale_growth_interval),
+            "--loss-scale and --loss-scale-growth-interval apply to --precision fp16 only; this "
+            "run is {}",
+            o.precision);
   if (!device.is_cpu()) {
     PAC_CHECK(cuda_compiled(), "--device {}: this build has no CUDA backend", o.device);
     PAC_CHECK(cuda_device_count() > 0, "--device {}: no GPU is visible", o.device);
@@ -111,6 +123,8 @@ void TrainingRun::run_step(int64_t epoch, int64_t b, EpochTotals& totals) {
   StepSettings settings{o_.label_smoothing, o_.clip_grad, nullptr,
                         fault_.due("nan-loss", position_.step, rank_)};
   if (pruner_) settings.after_reduce = [&] { pruner_->observe(); };
+  settings.precision = precision_;
+  settings.scaler = scaler_.get();
   // A local step (local SGD, DiLoCo) reduces nothing: this rank checks its own gradients.
   const bool local = outer_ && outer_->begin_step(position_.step);
   const StepOutcome outcome =

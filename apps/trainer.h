@@ -44,6 +44,12 @@ struct TrainOptions {
 
   std::string device = "cpu";  // cpu, cuda or cuda:N (under mpirun: the GPU of the local rank)
   bool tf32 = false;           // GPU: TF32 tensor cores for fp32 GEMM and convolution
+  // fp32, bf16 or fp16: products in that precision under autocast (core/autocast.h), fp16 with
+  // dynamic loss scaling (optim/grad_scaler.h).
+  std::string precision = "fp32";
+  // fp16: the initial loss scale, and the finite steps in a row after which it doubles.
+  float loss_scale = 65536.0f;
+  int64_t loss_scale_growth_interval = 2000;
 
   // Data-parallel training (mpirun -np N pactrain train ...).
   std::string backend = "auto";

@@ -111,7 +111,9 @@ class TrainingRun {
   Device model_device_;
   optim::NamedParameters params_;  // built once: the per-step checks walk the same list
   std::unique_ptr<optim::Optimizer> optimizer_;
-  bool gradient_has_momentum_ = false;  // the compressor moves the gradient (DGC)
+  Precision precision_ = Precision::fp32;      // --precision
+  std::unique_ptr<optim::GradScaler> scaler_;  // fp16's loss scaling, null otherwise
+  bool gradient_has_momentum_ = false;         // the compressor moves the gradient (DGC)
   std::unique_ptr<comm::Reducer> reducer_;
 
   std::unique_ptr<data::Prefetcher> loader_;

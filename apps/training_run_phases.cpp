@@ -105,6 +105,18 @@ void TrainingRun::inject_faults() const {
 // A step whose loss or gradient was not finite on some rank: every rank stops (or, with
 // --skip-nonfinite, skips it) at the same step, and the rank that found it names it.
 void TrainingRun::report_nonfinite(const StepOutcome& outcome) {
+  if (outcome.overflowed_scale > 0.0f) {
+    // fp16's loss scale was too large: the expected back-off, which the scaler has made.
+    ++result_.skipped_steps;
+    if (!quiet_) {
+      std::fprintf(stderr,
+                   "step %ld: fp16 gradients overflowed at loss scale %g; step skipped, the "
+                   "scale is now %g\n",
+                   static_cast<long>(position_.step + 1), outcome.overflowed_scale,
+                   scaler_->scale());
+    }
+    return;
+  }
   const std::string& where = outcome.nonfinite;
   std::string what =
       where == "loss" ? fmt::format("the loss is {} on rank {}", outcome.loss, rank_)
@@ -124,6 +136,7 @@ void TrainingRun::report_nonfinite(const StepOutcome& outcome) {
 // only state that differs between replicas), so no rank idles long enough to look dead.
 EvalResult TrainingRun::evaluate() {
   MemoryTagScope tag(MemoryTag::evaluation);
+  AutocastScope autocast(precision_);  // the model is evaluated as it trains
   if (recalibration_loader_) {
     recalibration_loader_->set_epoch(position_.epoch);
     nn::recalibrate_batch_norm(*model_, recalibrate_batches_, [&](int64_t b) {
@@ -157,6 +170,7 @@ void TrainingRun::write_checkpoint() {
   const uint64_t bytes_before = group_->bytes_sent();
   RunState run = capture_run_state(*group_, reducer_.get(), o_.compress, pruner_.get(), sync_name_,
                                    sync_state());
+  if (scaler_) run.grad_scaler = scaler_->state();
   if (world_ == 1) {
     save_checkpoint(o_.checkpoint, config_, *model_, optimizer_.get(), position_, o_.optimizer, run,
                     o_.recipe);
@@ -234,6 +248,7 @@ void TrainingRun::write_step_record(int64_t epoch, float loss, float lr, double 
        {"gpu_bytes", device_.is_cpu() ? 0 : cuda_allocator_stats().current_bytes},
        {"gpu_peak_bytes", device_.is_cpu() ? 0 : cuda_allocator_stats().peak_bytes},
        {"density", pruner_ ? 1.0 - pruner_->sparsity() : 1.0},
+       {"loss_scale", scaler_ ? scaler_->scale() : 1.0f},
        {"world_size", world_}});
 }
 

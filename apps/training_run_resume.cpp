@@ -51,6 +51,15 @@ void TrainingRun::resume() {
   RestoredRunState restored =
       restore_run_state(loaded_run, o_.resume, *group_, reducer_.get(), o_.compress, pruner_.get(),
                         sync_name_, o_.seed, position_.step);
+  if (scaler_ && !loaded_run.grad_scaler.empty()) {
+    scaler_->load_state(loaded_run.grad_scaler, o_.resume);
+  } else if (scaler_) {
+    restored.notes.push_back(fmt::format(
+        "the checkpoint was not trained in fp16: loss scaling starts from {}", scaler_->scale()));
+  } else if (!loaded_run.grad_scaler.empty()) {
+    restored.notes.push_back(fmt::format(
+        "the checkpoint's fp16 loss scale is not used: this run trains in {}", o_.precision));
+  }
   if (!quiet_) {
     for (const std::string& note : restored.notes) std::printf("  %s\n", note.c_str());
   }

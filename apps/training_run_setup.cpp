@@ -89,6 +89,13 @@ TrainingRun::TrainingRun(TrainOptions options, std::string adapted, Device devic
               o_.global_batch, world_, world_);
     o_.batch = o_.global_batch / world_;
   }
+  precision_ = parse_precision(o_.precision);  // checked against the device in train()
+  if (precision_ == Precision::fp16) {
+    optim::GradScalerOptions scaling;
+    scaling.init_scale = o_.loss_scale;
+    scaling.growth_interval = o_.loss_scale_growth_interval;
+    scaler_ = std::make_unique<optim::GradScaler>(scaling);
+  }
   if (!device_.is_cpu()) {
     if (group_->backend() != "nccl") cuda_set_device(device_.index);
     cuda_set_tf32(o_.tf32);

@@ -130,6 +130,31 @@ TEST_CASE("resuming restores the compressor's state: residuals, factors, counter
   }
 }
 
+TEST_CASE("mixed-precision runs resume bit-identically, fp16's loss scale with them") {
+  TrainOptions o = small_run();
+  o.precision = "bf16";
+  check_resume_is_exact(o, 7);
+  o.precision = "fp16";
+  o.loss_scale = 1024.0f;
+  o.loss_scale_growth_interval = 3;  // the scale grows in the run, so a lost state would show
+  check_resume_is_exact(o, 7);
+  const std::string path = temp_path("fp16.safetensors");
+  o.checkpoint = path;
+  CHECK(train(o).steps == 12);
+  TensorFile file = load_safetensors(path);
+  REQUIRE(file.tensors.count("grad_scaler.scale"));
+  CHECK(file.tensors.at("grad_scaler.scale").item() == 1024.0f * 16.0f);  // 12 steps / 3
+  fs::remove(path);
+
+  o.checkpoint.clear();
+  o.precision = "bf16";  // loss scaling is fp16's only
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("apply to --precision fp16 only"), Error);
+  o.loss_scale = 65536.0f;
+  o.loss_scale_growth_interval = 2000;
+  o.device = "cuda";  // no GPU kernels yet: refused before any GPU is touched
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("CPU reference path only"), Error);
+}
+
 TEST_CASE("resuming a pruned run restores masks, criterion sums and the ternary residuals") {
   TrainOptions o = small_run();
   o.prune = "taylor";

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/cpu/dnnl_conv.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
@@ -119,19 +120,21 @@ class Conv2dBackward : public Node {
  public:
   // x is saved only when the weight needs a gradient, w only when the input does.
   Conv2dBackward(Tensor x, Tensor w, Shape x_shape, Shape w_shape, ConvPlan plan, bool has_bias,
-                 ConvAlgorithm algorithm)
+                 ConvAlgorithm algorithm, Precision precision)
       : x_(std::move(x)),
         w_(std::move(w)),
         x_shape_(std::move(x_shape)),
         w_shape_(std::move(w_shape)),
         plan_(plan),
         has_bias_(has_bias),
-        algorithm_(algorithm) {}
+        algorithm_(algorithm),
+        precision_(precision) {}
   std::string name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(const Tensor& g) override {
     if (g.is_cuda()) return apply_cudnn(g);
-    if (algorithm_ == ConvAlgorithm::dnnl) return apply_dnnl(g);
+    const Tensor x = rounded_values(x_, precision_), w = rounded_values(w_, precision_);
+    if (algorithm_ == ConvAlgorithm::dnnl) return apply_dnnl(g, x, w);
     const ConvPlan& p = plan_;
     const auto& geo = p.geometry;
     int64_t rows = geo.col_rows(), cols = geo.col_cols(), oc = p.group_out();
@@ -155,7 +158,7 @@ class Conv2dBackward : public Node {
         if (gw.defined()) {
           // dW [oc, rows] += dY [oc, width] x col^T [width, rows]
           for (int64_t i = 0; i < nb; ++i) {
-            unfold(x_.data<float>() + (n0 + i) * p.in_image() + grp * group_image, geo,
+            unfold(x.data<float>() + (n0 + i) * p.in_image() + grp * group_image, geo,
                    col.data() + i * cols, width);
           }
           cpu::sgemm(false, true, oc, rows, width, 1.0f, gy_wide.data(), width, col.data(), width,
@@ -163,7 +166,7 @@ class Conv2dBackward : public Node {
         }
         if (gx.defined()) {
           // dcol [rows, width] = W^T [rows, oc] x dY [oc, width], folded back onto each image
-          cpu::sgemm(true, false, rows, width, oc, 1.0f, w_.data<float>() + grp * oc * rows, rows,
+          cpu::sgemm(true, false, rows, width, oc, 1.0f, w.data<float>() + grp * oc * rows, rows,
                      gy_wide.data(), width, 0.0f, col.data(), width);
           for (int64_t i = 0; i < nb; ++i) {
             fold(col.data() + i * cols, geo,
@@ -193,18 +196,18 @@ class Conv2dBackward : public Node {
     return {gx, gw, gb};
   }
 
-  std::vector<Tensor> apply_dnnl(const Tensor& g) {
+  std::vector<Tensor> apply_dnnl(const Tensor& g, const Tensor& x, const Tensor& w) {
     auto shape = dnnl_shape(plan_, has_bias_);
     Tensor gx, gw, gb;
     if (needs_grad(0)) {
       gx = Tensor::empty(x_shape_);
-      cpu::dnnl_conv_backward_data(shape, g.data<float>(), w_.data<float>(), gx.data<float>());
+      cpu::dnnl_conv_backward_data(shape, g.data<float>(), w.data<float>(), gx.data<float>());
     }
     if (needs_grad(1)) {
       // oneDNN computes the bias gradient in the same pass; keep it only when it is wanted.
       gw = Tensor::empty(w_shape_);
       Tensor bias_out = has_bias_ ? Tensor::empty({plan_.out_channels}) : Tensor();
-      cpu::dnnl_conv_backward_weights(shape, x_.data<float>(), g.data<float>(), gw.data<float>(),
+      cpu::dnnl_conv_backward_weights(shape, x.data<float>(), g.data<float>(), gw.data<float>(),
                                       has_bias_ ? bias_out.data<float>() : nullptr);
       if (needs_grad(2)) gb = bias_out;
     } else {
@@ -231,11 +234,12 @@ class Conv2dBackward : public Node {
     return gb;
   }
 
-  Tensor x_, w_;
+  Tensor x_, w_;  // unrounded: the op before keeps them anyway
   Shape x_shape_, w_shape_;
   ConvPlan plan_;
   bool has_bias_;
   ConvAlgorithm algorithm_;  // backward uses the forward's algorithm
+  Precision precision_;      // autocast's, for the operands and dx, dW
 };
 
 // The reference kernel: unfold a chunk of images, one GEMM per group, scatter to NCHW.
@@ -276,9 +280,14 @@ static void im2col_forward(const ConvPlan& p, const Tensor& x, const Tensor& wei
   }
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               const Conv2dOptions& options) {
-  ConvPlan p = plan_conv(x, weight, bias, options);
+  ConvPlan p = plan_conv(x_in, weight_in, bias_in, options);
+  // Under autocast the operands and the result are rounded (core/autocast.h); the sums stay fp32.
+  const Precision precision = autocast_precision_for("conv2d");
+  const Tensor x = round_to_precision(x_in, precision);
+  const Tensor weight = round_to_precision(weight_in, precision);
+  const Tensor bias = round_to_precision(bias_in, precision);
   const auto& geo = p.geometry;
   Tensor out = detail::empty_on({p.batch, p.out_channels, geo.out_h, geo.out_w}, x);
   ConvAlgorithm algorithm = current_algorithm;
@@ -292,13 +301,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
     im2col_forward(p, x, weight, bias, out);
   }
   if (any_requires_grad({x, weight, bias})) {
-    auto node =
-        std::make_shared<Conv2dBackward>(weight.requires_grad() ? x.detach() : Tensor(),
-                                         x.requires_grad() ? weight.detach() : Tensor(), x.shape(),
-                                         weight.shape(), p, bias.defined(), algorithm);
+    auto node = std::make_shared<Conv2dBackward>(weight.requires_grad() ? x_in.detach() : Tensor(),
+                                                 x.requires_grad() ? weight_in.detach() : Tensor(),
+                                                 x.shape(), weight.shape(), p, bias.defined(),
+                                                 algorithm, precision);
     detail::record(out, {x, weight, bias}, node);
   }
-  return out;
+  return round_to_precision(out, precision);
 }
 
 }  // namespace pac

@@ -3,6 +3,7 @@
 // a batched product.
 #include <algorithm>
 
+#include "core/autocast.h"
 #include "core/cpu/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
@@ -69,12 +70,14 @@ void batched_gemm(const Tensor& like, bool trans_a, bool trans_b, int64_t m, int
 
 class MatmulBackward : public Node {
  public:
-  MatmulBackward(Tensor a, Tensor b, MatmulPlan plan, Shape a_shape, Shape b_shape)
+  MatmulBackward(Tensor a, Tensor b, MatmulPlan plan, Shape a_shape, Shape b_shape,
+                 Precision precision)
       : a_(std::move(a)),
         b_(std::move(b)),
         plan_(std::move(plan)),
         a_shape_(std::move(a_shape)),
-        b_shape_(std::move(b_shape)) {}
+        b_shape_(std::move(b_shape)),
+        precision_(precision) {}
   std::string name() const override { return "MatmulBackward"; }
 
   // dA = dC B^T and dB = A^T dC, per batch (or over the folded rows when b is shared).
@@ -82,64 +85,72 @@ class MatmulBackward : public Node {
     const MatmulPlan& p = plan_;
     Tensor ga, gb;
     const float* pg = g.data<float>();
+    const Tensor a = rounded_values(a_, precision_), b = rounded_values(b_, precision_);
     // b is shared only when there is one product (its rows folded into M), so its stride is moot.
     int64_t stride_b = p.shared_b ? 0 : p.k * p.n;
     if (needs_grad(0)) {
       ga = detail::empty_on(a_shape_, g);
-      batched_gemm(g, false, true, p.m, p.k, p.n, pg, p.n, p.m * p.n, b_.data<float>(), p.n,
+      batched_gemm(g, false, true, p.m, p.k, p.n, pg, p.n, p.m * p.n, b.data<float>(), p.n,
                    stride_b, ga.data<float>(), p.k, p.m * p.k, p.batch);
     }
     if (needs_grad(1)) {
       gb = detail::empty_on(b_shape_, g);
-      batched_gemm(g, true, false, p.k, p.n, p.m, a_.data<float>(), p.k, p.m * p.k, pg, p.n,
+      batched_gemm(g, true, false, p.k, p.n, p.m, a.data<float>(), p.k, p.m * p.k, pg, p.n,
                    p.m * p.n, gb.data<float>(), p.n, stride_b, p.batch);
     }
     return {ga, gb};
   }
 
  private:
-  Tensor a_, b_;
+  Tensor a_, b_;  // unrounded: the op before keeps them anyway
   MatmulPlan plan_;
   Shape a_shape_, b_shape_;
+  Precision precision_;  // autocast's, for the operands and dA, dB
 };
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  MatmulPlan p = plan_matmul(a, b);
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  MatmulPlan p = plan_matmul(a_in, b_in);
+  // Under autocast the operands and the result are rounded (core/autocast.h); the sums stay fp32.
+  const Precision precision = autocast_precision_for("matmul");
+  const Tensor a = round_to_precision(a_in, precision), b = round_to_precision(b_in, precision);
   Tensor out = detail::empty_on(p.out_shape, a);
   batched_gemm(a, false, false, p.m, p.n, p.k, a.data<float>(), p.k, p.m * p.k, b.data<float>(),
                p.n, p.shared_b ? 0 : p.k * p.n, out.data<float>(), p.n, p.m * p.n, p.batch);
   if (any_requires_grad({a, b})) {
-    auto node = std::make_shared<MatmulBackward>(b.requires_grad() ? a.detach() : Tensor(),
-                                                 a.requires_grad() ? b.detach() : Tensor(), p,
-                                                 a.shape(), b.shape());
+    auto node = std::make_shared<MatmulBackward>(b.requires_grad() ? a_in.detach() : Tensor(),
+                                                 a.requires_grad() ? b_in.detach() : Tensor(), p,
+                                                 a.shape(), b.shape(), precision);
     detail::record(out, {a, b}, node);
   }
-  return out;
+  return round_to_precision(out, precision);
 }
 
 // --- linear: the weight is used transposed by GEMM, never copied ---
 class LinearBackward : public Node {
  public:
-  LinearBackward(Tensor x, Tensor w, Shape x_shape, int64_t rows, int64_t in, int64_t out)
+  LinearBackward(Tensor x, Tensor w, Shape x_shape, int64_t rows, int64_t in, int64_t out,
+                 Precision precision)
       : x_(std::move(x)),
         w_(std::move(w)),
         x_shape_(std::move(x_shape)),
         rows_(rows),
         in_(in),
-        out_(out) {}
+        out_(out),
+        precision_(precision) {}
   std::string name() const override { return "LinearBackward"; }
   // dx = dy W, dW = dy^T x, db = column sums of dy.
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor gx, gw, gb;
     const float* pg = g.data<float>();
+    const Tensor x = rounded_values(x_, precision_), w = rounded_values(w_, precision_);
     if (needs_grad(0)) {
       gx = detail::empty_on(x_shape_, g);
-      batched_gemm(g, false, false, rows_, in_, out_, pg, out_, 0, w_.data<float>(), in_, 0,
+      batched_gemm(g, false, false, rows_, in_, out_, pg, out_, 0, w.data<float>(), in_, 0,
                    gx.data<float>(), in_, 0, 1);
     }
     if (needs_grad(1)) {
       gw = detail::empty_on({out_, in_}, g);
-      batched_gemm(g, true, false, out_, in_, rows_, pg, out_, 0, x_.data<float>(), in_, 0,
+      batched_gemm(g, true, false, out_, in_, rows_, pg, out_, 0, x.data<float>(), in_, 0,
                    gw.data<float>(), in_, 0, 1);
     }
     if (needs_grad(2) && g.is_cuda()) {
@@ -155,25 +166,20 @@ class LinearBackward : public Node {
   }
 
  private:
-  Tensor x_, w_;
+  Tensor x_, w_;  // unrounded: the op before keeps them anyway
   Shape x_shape_;
   int64_t rows_, in_, out_;
+  Precision precision_;  // autocast's, for the operands and dx, dW
 };
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  detail::check_float(x, "linear", "x");
-  detail::check_float(weight, "linear", "weight");
-  detail::check_same_device(x, weight, "linear", "weight");
-  detail::check_same_device(x, bias, "linear", "bias");
-  PAC_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got {}", weight.str());
-  PAC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
-            "linear: input {} does not end in the weight's {} input features ({})", x.str(),
-            weight.size(1), weight.str());
-  int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / std::max<int64_t>(1, in);
-  if (bias.defined()) {
-    detail::check_float(bias, "linear", "bias");
-    PAC_CHECK(bias.shape() == Shape{out}, "linear: bias must be [{}], got {}", out, bias.str());
-  }
+// linear after its checks. Under autocast the operands and the result are rounded
+// (core/autocast.h); the sums stay fp32.
+static Tensor linear_checked(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                             int64_t rows, int64_t in, int64_t out) {
+  const Precision precision = autocast_precision_for("linear");
+  const Tensor x = round_to_precision(x_in, precision);
+  const Tensor weight = round_to_precision(weight_in, precision);
+  const Tensor bias = round_to_precision(bias_in, precision);
   Shape out_shape = x.shape();
   out_shape.back() = out;
   Tensor y = detail::empty_on(out_shape, x);
@@ -192,12 +198,29 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                beta, py, out);
   }
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<LinearBackward>(weight.requires_grad() ? x.detach() : Tensor(),
-                                                 x.requires_grad() ? weight.detach() : Tensor(),
-                                                 x.shape(), rows, in, out);
+    auto node = std::make_shared<LinearBackward>(weight.requires_grad() ? x_in.detach() : Tensor(),
+                                                 x.requires_grad() ? weight_in.detach() : Tensor(),
+                                                 x.shape(), rows, in, out, precision);
     detail::record(y, {x, weight, bias}, node);
   }
-  return y;
+  return round_to_precision(y, precision);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_float(x, "linear", "x");
+  detail::check_float(weight, "linear", "weight");
+  detail::check_same_device(x, weight, "linear", "weight");
+  detail::check_same_device(x, bias, "linear", "bias");
+  PAC_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got {}", weight.str());
+  PAC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
+            "linear: input {} does not end in the weight's {} input features ({})", x.str(),
+            weight.size(1), weight.str());
+  int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / std::max<int64_t>(1, in);
+  if (bias.defined()) {
+    detail::check_float(bias, "linear", "bias");
+    PAC_CHECK(bias.shape() == Shape{out}, "linear: bias must be [{}], got {}", out, bias.str());
+  }
+  return linear_checked(x, weight, bias, rows, in, out);
 }
 
 }  // namespace pac

@@ -1,0 +1,113 @@
+#include "core/autocast.h"
+
+#include <cstring>
+
+#include "core/autograd.h"
+
+namespace pac {
+
+// The policy, in one place. Products take bf16/fp16 operands and accumulate in fp32 (tensor
+// cores do the same), so their error stays that of one rounding of each operand and of the
+// result. Everything else stays fp32: normalisation statistics, softmax and the losses sum and
+// exponentiate many values, which 8 (bf16) or 11 (fp16) bits of mantissa do not survive.
+static const char* const kLowPrecisionOps[] = {"matmul", "linear", "conv2d"};
+
+static thread_local Precision current_precision = Precision::fp32;
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+Precision parse_precision(const std::string& name) {
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) {
+    if (name == precision_name(p)) return p;
+  }
+  PAC_CHECK(false, "unknown precision '{}': expected fp32, bf16 or fp16", name);
+  return Precision::fp32;
+}
+
+DType precision_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::bf16:
+      return DType::bf16;
+    case Precision::fp16:
+      return DType::f16;
+    case Precision::fp32:
+      break;
+  }
+  return DType::f32;
+}
+
+Precision autocast_precision() { return current_precision; }
+
+AutocastScope::AutocastScope(Precision precision) : previous_(current_precision) {
+  current_precision = precision;
+}
+
+AutocastScope::~AutocastScope() { current_precision = previous_; }
+
+Precision autocast_precision_for(const char* op) {
+  if (current_precision == Precision::fp32) return Precision::fp32;
+  for (const char* low : kLowPrecisionOps) {
+    if (std::strcmp(op, low) == 0) return current_precision;
+  }
+  return Precision::fp32;
+}
+
+namespace {
+
+// x's values rounded to `precision`, in a new f32 tensor (no autograd).
+Tensor rounded(const Tensor& x, Precision precision) {
+  PAC_CHECK(x.dtype() == DType::f32, "round_to_precision: expects f32 values, got {}", x.str());
+  PAC_CHECK(!x.is_cuda(),
+            "--precision {} runs on the CPU reference path only: its GPU kernels (cuBLAS and cuDNN "
+            "in {}) are not built yet; on a GPU, train in fp32 (products in TF32)",
+            precision_name(precision), precision_name(precision));
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  const int64_t n = x.numel();
+  if (precision == Precision::bf16) {
+    for (int64_t i = 0; i < n; ++i) po[i] = bf16_to_float(float_to_bf16(px[i]));
+  } else {
+    for (int64_t i = 0; i < n; ++i) po[i] = half_to_float(float_to_half(px[i]));
+  }
+  return out;
+}
+
+// The gradient of a rounded tensor is what a low-precision kernel would receive: rounded too.
+class RoundToPrecisionBackward : public Node {
+ public:
+  explicit RoundToPrecisionBackward(Precision precision) : precision_(precision) {}
+  std::string name() const override { return "RoundToPrecisionBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override { return {rounded(g, precision_)}; }
+
+ private:
+  Precision precision_;
+};
+
+}  // namespace
+
+Tensor round_to_precision(const Tensor& x, Precision precision) {
+  if (precision == Precision::fp32 || !x.defined()) return x;
+  Tensor out = rounded(x, precision);
+  if (any_requires_grad({x})) {
+    attach_grad_fn(out, std::make_shared<RoundToPrecisionBackward>(precision), {x});
+  }
+  return out;
+}
+
+Tensor rounded_values(const Tensor& x, Precision precision) {
+  if (precision == Precision::fp32 || !x.defined()) return x;
+  return rounded(x, precision);
+}
+
+}  // namespace pac

@@ -1,0 +1,264 @@
+// Mixed precision's reference path (core/autocast.h) and fp16 loss scaling (optim/grad_scaler.h):
+// each product under autocast against the fp32 op on rounded operands, bit for bit, forward and
+// backward; against plain fp32 within the low precision's tolerance; ops outside the policy left
+// alone; and a training step whose fp16 gradients overflow skipped with the scale halved.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "apps/data/batch.h"
+#include "apps/train_step.h"
+#include "core/autocast.h"
+#include "core/autograd.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "layers/linear.h"
+#include "optim/grad_scaler.h"
+#include "optim/sgd.h"
+
+using namespace pac;
+
+namespace {
+
+float round_value(float v, Precision p) {
+  return p == Precision::bf16 ? bf16_to_float(float_to_bf16(v)) : half_to_float(float_to_half(v));
+}
+
+// A copy of t with every value rounded to p (no autograd).
+Tensor rounded_copy(const Tensor& t, Precision p) {
+  std::vector<float> v = t.to_vector();
+  for (float& x : v) x = round_value(x, p);
+  return Tensor::from_vector(v, t.shape());
+}
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  auto x = a.to_vector(), y = b.to_vector();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] == y[i])) return false;
+  }
+  return true;
+}
+
+// Largest |a - b| / (max |b| + tiny): the error relative to the tensor's scale.
+double relative_error(const Tensor& a, const Tensor& b) {
+  auto x = a.to_vector(), y = b.to_vector();
+  double worst = 0.0, scale = 1e-12;
+  for (float v : y) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(double(x[i]) - y[i]));
+  return worst / scale;
+}
+
+using Op = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct Outputs {
+  Tensor y;
+  std::vector<Tensor> grads;
+};
+
+// y = op(inputs) under `precision` and the gradients of sum(y * probe) for every input.
+Outputs run(const Op& op, const std::vector<Tensor>& values, const Tensor& probe,
+            Precision precision) {
+  std::vector<Tensor> inputs;
+  for (const Tensor& v : values) inputs.push_back(v.clone().requires_grad_());
+  Outputs out;
+  {
+    AutocastScope scope(precision);
+    out.y = op(inputs);
+  }
+  out.y.backward(probe);
+  for (Tensor& in : inputs) out.grads.push_back(in.grad().clone());
+  return out;
+}
+
+struct ProductCase {
+  const char* name;
+  Op op;
+  std::vector<Shape> shapes;
+};
+
+std::vector<ProductCase> product_cases() {
+  return {
+      {"matmul",
+       [](const std::vector<Tensor>& t) { return matmul(t[0], t[1]); },
+       {{3, 5, 7}, {7, 4}}},
+      {"batched matmul",
+       [](const std::vector<Tensor>& t) { return matmul(t[0], t[1]); },
+       {{2, 3, 6}, {2, 6, 5}}},
+      {"linear",
+       [](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2]); },
+       {{4, 9}, {6, 9}, {6}}},
+      {"conv2d",
+       [](const std::vector<Tensor>& t) {
+         return conv2d(t[0], t[1], t[2], Conv2dOptions::square(1, 1));
+       },
+       {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("rounding to bf16 and fp16 as a differentiable op: values and gradients rounded") {
+  Generator gen(3);
+  Tensor x = gen.randn({64}, 0.0f, 3.0f).requires_grad_();
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    INFO(precision_name(p));
+    Tensor y = round_to_precision(x, p);
+    CHECK(same_values(y, rounded_copy(x.detach(), p)));
+    CHECK_FALSE(same_values(y, x.detach()));  // the test data has bits to lose
+    Tensor g = gen.randn({64});
+    x.set_grad(Tensor());
+    y.backward(g);
+    CHECK(same_values(x.grad(), rounded_copy(g, p)));
+  }
+  // fp32 is the identity, the same tensor.
+  CHECK(round_to_precision(x, Precision::fp32).impl() == x.impl());
+  // fp16 has no room above 65504: a product that large is infinite, which loss scaling handles.
+  CHECK(std::isinf(
+      round_to_precision(Tensor::from_vector({70000.0f}, {1}), Precision::fp16).to_vector()[0]));
+  CHECK(round_to_precision(Tensor::from_vector({70000.0f}, {1}), Precision::bf16).to_vector()[0] ==
+        70144.0f);
+}
+
+TEST_CASE("precision names parse, and others are refused by name") {
+  CHECK(parse_precision("bf16") == Precision::bf16);
+  CHECK(parse_precision("fp16") == Precision::fp16);
+  CHECK(parse_precision("fp32") == Precision::fp32);
+  CHECK_THROWS_WITH_AS(parse_precision("f16"), doctest::Contains("expected fp32, bf16 or fp16"),
+                       Error);
+  CHECK(precision_dtype(Precision::bf16) == DType::bf16);
+  CHECK(precision_dtype(Precision::fp16) == DType::f16);
+}
+
+TEST_CASE("products under autocast are the fp32 op on rounded operands, forward and backward") {
+  for (const ProductCase& c : product_cases()) {
+    for (Precision p : {Precision::bf16, Precision::fp16}) {
+      INFO(c.name << " in " << precision_name(p));
+      Generator gen(7);
+      std::vector<Tensor> values;
+      for (const Shape& s : c.shapes) values.push_back(gen.randn(s));
+      Tensor probe = gen.randn(c.op(values).shape());
+      Outputs low = run(c.op, values, probe, p);
+      // The reference by hand: operands rounded, the fp32 op, its result rounded; backward from
+      // the rounded probe, each gradient rounded.
+      std::vector<Tensor> rounded;
+      for (const Tensor& v : values) rounded.push_back(rounded_copy(v, p));
+      std::vector<Tensor> ref_inputs;
+      for (const Tensor& v : rounded) ref_inputs.push_back(v.clone().requires_grad_());
+      Tensor ref_y = c.op(ref_inputs);
+      CHECK(same_values(low.y, rounded_copy(ref_y.detach(), p)));
+      ref_y.backward(rounded_copy(probe, p));
+      for (size_t i = 0; i < values.size(); ++i) {
+        INFO("gradient of input " << i);
+        CHECK(same_values(low.grads[i], rounded_copy(ref_inputs[i].grad(), p)));
+      }
+
+      // And against plain fp32: within a few roundings of the low precision (8 bits of bf16's
+      // mantissa, 11 of fp16's), and not equal to it.
+      Outputs full = run(c.op, values, probe, Precision::fp32);
+      const double tolerance = p == Precision::bf16 ? 3e-2 : 4e-3;
+      CHECK(relative_error(low.y, full.y) < tolerance);
+      CHECK_FALSE(same_values(low.y, full.y));
+      for (size_t i = 0; i < values.size(); ++i) {
+        INFO("gradient of input " << i);
+        CHECK(relative_error(low.grads[i], full.grads[i]) < tolerance);
+      }
+    }
+  }
+}
+
+TEST_CASE("outside autocast's product list and outside a scope, ops compute in fp32 unchanged") {
+  Generator gen(11);
+  Tensor a = gen.randn({4, 8}), w = gen.randn({5, 8});
+  Tensor full_softmax = softmax(a, 1), full_linear = linear(a, w, Tensor());
+  {
+    AutocastScope scope(Precision::bf16);
+    CHECK(autocast_precision() == Precision::bf16);
+    CHECK(autocast_precision_for("conv2d") == Precision::bf16);
+    CHECK(autocast_precision_for("softmax") == Precision::fp32);
+    CHECK(same_values(softmax(a, 1), full_softmax));
+    CHECK(same_values(layer_norm(a, {8}, Tensor(), Tensor()),
+                      layer_norm(a, {8}, Tensor(), Tensor())));
+    {
+      AutocastScope inner(Precision::fp32);  // a scope nests, as torch.autocast(enabled=False)
+      CHECK(same_values(linear(a, w, Tensor()), full_linear));
+    }
+    CHECK_FALSE(same_values(linear(a, w, Tensor()), full_linear));
+  }
+  CHECK(autocast_precision() == Precision::fp32);
+  CHECK(same_values(linear(a, w, Tensor()), full_linear));
+}
+
+TEST_CASE("loss scaling: halved after an overflow, doubled after the growth interval, exact") {
+  optim::GradScalerOptions options;
+  options.init_scale = 1024.0f;
+  options.growth_interval = 3;
+  optim::GradScaler scaler(options);
+  scaler.update(false);
+  CHECK(scaler.scale() == 512.0f);
+  CHECK(scaler.skipped_steps() == 1);
+  scaler.update(true);
+  scaler.update(true);
+  CHECK(scaler.scale() == 512.0f);
+  scaler.update(true);
+  CHECK(scaler.scale() == 1024.0f);
+  scaler.update(true);
+  scaler.update(false);  // an overflow restarts the count towards growth
+  scaler.update(true);
+  scaler.update(true);
+  CHECK(scaler.scale() == 512.0f);
+
+  // Unscaling divides every gradient by the scale, exactly for a power of two.
+  auto p = std::make_shared<nn::Parameter>(Tensor::from_vector({3.0f, -7.5f}, {2}));
+  p->data().set_grad(Tensor::from_vector({512.0f * 3.0f, 512.0f * 1e-7f}, {2}));
+  scaler.unscale({{"p", p}});
+  CHECK(p->data().grad().to_vector() == std::vector<float>{3.0f, 1e-7f});
+
+  // The state round-trips; a state of something else is refused by name.
+  optim::GradScaler restored(options);
+  restored.load_state(scaler.state(), "test");
+  CHECK(restored.scale() == 512.0f);
+  CHECK(restored.skipped_steps() == 2);
+  StateDict bad = scaler.state();
+  bad["scale"] = Tensor::from_vector({0.0f}, {1});
+  CHECK_THROWS_WITH_AS(restored.load_state(bad, "ckpt"), doctest::Contains("not usable"), Error);
+  options.backoff_factor = 1.5f;
+  CHECK_THROWS_WITH_AS(optim::GradScaler{options}, doctest::Contains("back-off factor"), Error);
+}
+
+TEST_CASE("an fp16 step whose scaled gradients overflow is skipped and the scale backs off") {
+  // One linear layer whose products of a too-large scale overflow fp16's 65504: the first steps
+  // are skipped, the weights untouched, the scale halved each time until the gradients fit.
+  nn::Linear layer(16, 4);
+  optim::NamedParameters params = layer.named_parameters();
+  optim::Sgd sgd(params, optim::SgdOptions{0.1f});
+  optim::GradScalerOptions options;
+  options.init_scale = std::ldexp(1.0f, 40);
+  optim::GradScaler scaler(options);
+  Generator gen(5);
+  data::Batch batch;
+  batch.inputs = gen.randn({8, 16});
+  batch.targets = Tensor::from_indices({0, 1, 2, 3, 0, 1, 2, 3}, {8});
+  StepSettings settings;
+  settings.precision = Precision::fp16;
+  settings.scaler = &scaler;
+  const std::vector<float> before = layer.weight->data().to_vector();
+  int skipped = 0;
+  StepOutcome outcome;
+  for (int i = 0; i < 40; ++i) {
+    outcome = train_step(layer, params, sgd, nullptr, batch, settings);
+    if (!outcome.skipped) break;
+    ++skipped;
+    CHECK(outcome.overflowed_scale == std::ldexp(1.0f, 40 - (skipped - 1)));
+    CHECK(layer.weight->data().to_vector() == before);
+  }
+  INFO("skipped " << skipped);
+  CHECK(skipped >= 10);  // 2^40 times a gradient of ~0.1 is far beyond 65504
+  CHECK_FALSE(outcome.skipped);
+  CHECK(scaler.scale() == std::ldexp(1.0f, 40 - skipped));
+  CHECK(scaler.skipped_steps() == skipped);
+  CHECK(layer.weight->data().to_vector() != before);
+  CHECK(std::isfinite(outcome.loss));
+}
