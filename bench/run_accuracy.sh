@@ -16,7 +16,8 @@
 #        with -outerLRmM DiLoCo's outer learning rate LR and momentum M (diloco32-outer1m0.5);
 #        a pruned run with -rampE ends its pruning ramp with epoch E instead of 8 (t80-ramp4),
 #        with -rampS-E it also starts it after epoch S instead of 1 (t80-ramp0-3: from the first
-#        step to the end of epoch 3);
+#        step to the end of epoch 3); with -initCRIT it prunes once at the first step by
+#        criterion CRIT instead (t80-initsnip);
 #        a -ranksN suffix trains on N ranks with the same global batch of 128 (128 / N each), so
 #        the same steps, schedule and pruning ramp (t80-levels3-ranks4); then
 #        a last -seedN suffix runs the same recipe with seed N (default 1), e.g. t80-levels3-seed2
@@ -102,6 +103,12 @@ for run in "${runs[@]+"${runs[@]}"}"; do
     [ "$ramp_end" -gt "$ramp_start" ] || { echo "run_accuracy.sh: $run: the ramp starts after" \
       "epoch $ramp_start, so it must end with epoch $((ramp_start + 1)) or later" >&2; exit 2; }
   fi
+  # A -initCRIT suffix prunes once, at the first step, by criterion CRIT (t80-initsnip: SNIP's
+  # |g * w| on the first batch), as PacTrain's prototype prunes at epoch 0: no ramp.
+  prune=()
+  if [[ "$base" =~ ^([pt][0-9][0-9].*)-init(magnitude|snip|grasp|synflow)$ ]]; then
+    base="${BASH_REMATCH[1]}" prune=(--prune "${BASH_REMATCH[2]}")
+  fi
   # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef.
   codec=()
   if [[ "$base" =~ ^(t[0-9][0-9])((-levels[0-9]+)?)((-noef)?)$ ]]; then
@@ -130,12 +137,14 @@ for run in "${runs[@]+"${runs[@]}"}"; do
                           --compress-opt "rank=${base#powersgd}") ;;
     [pt][0-9][0-9])
       # resnet20-pactrain.toml is t80; fp32 values (p*) take the fp32 buckets.
+      schedule="gradual:$((ramp_start * steps_per_epoch)):$((ramp_end * steps_per_epoch)):117"
+      [ ${#prune[@]} -eq 0 ] || schedule=oneshot:0
       extra=(--config "$recipes/resnet20-pactrain.toml" "${codec[@]+"${codec[@]}"}"
              --sparsity "0.${base:1:2}"
-             --prune-schedule "gradual:$((ramp_start * steps_per_epoch)):$((ramp_end * steps_per_epoch)):117")
+             --prune-schedule "$schedule" "${prune[@]+"${prune[@]}"}")
       if [ "${base:0:1}" = p ]; then extra+=(--compress-opt enc=fp32 "${fp32_buckets[@]}"); fi ;;
     *) echo "unknown run '$run'; expected dense, p50, p80, p90, t50, t80, t90 (with -levelsL," \
-            "-noef, -rampE, -rampS-E), fp16, topk," \
+            "-noef, -rampE, -rampS-E or -initCRIT), fp16, topk," \
             "randomk, terngrad, powersgd2, powersgd4, signsgd or torch-{allreduce,fp16,powersgd2," \
             "powersgd4}, optionally with -localH or -dilocoH (then -outerLRmM), then -ranksN, then -seedN" >&2; exit 2 ;;
   esac
