@@ -64,6 +64,13 @@ TrainResult train(const TrainOptions& options) {
             "--loss-scale and --loss-scale-growth-interval apply to --precision fp16 only; this "
             "run is {}",
             o.precision);
+  // Between synchronisations each rank would skip its own overflowing steps and halve its own
+  // scale, so the ranks' scales would part, and a checkpoint keeps one.
+  PAC_CHECK(precision != Precision::fp16 || o.sync == "step",
+            "--precision fp16 needs --sync step: its loss scale must stay the same on every rank, "
+            "and with --sync {} each rank would back off on its own; use --precision bf16, which "
+            "needs no loss scaling",
+            o.sync);
   if (!device.is_cpu()) {
     PAC_CHECK(cuda_compiled(), "--device {}: this build has no CUDA backend", o.device);
     PAC_CHECK(cuda_device_count() > 0, "--device {}: no GPU is visible", o.device);

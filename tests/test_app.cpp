@@ -147,6 +147,9 @@ TEST_CASE("mixed-precision runs resume bit-identically, fp16's loss scale with t
   fs::remove(path);
 
   o.checkpoint.clear();
+  o.sync = "local:4";  // each rank would back off on its own
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("--precision fp16 needs --sync step"), Error);
+  o.sync = "step";
   o.precision = "bf16";  // loss scaling is fp16's only
   CHECK_THROWS_WITH_AS(train(o), doctest::Contains("apply to --precision fp16 only"), Error);
   o.loss_scale = 65536.0f;
