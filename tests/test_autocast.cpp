@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -120,6 +121,38 @@ TEST_CASE("rounding to bf16 and fp16 as a differentiable op: values and gradient
       round_to_precision(Tensor::from_vector({70000.0f}, {1}), Precision::fp16).to_vector()[0]));
   CHECK(round_to_precision(Tensor::from_vector({70000.0f}, {1}), Precision::bf16).to_vector()[0] ==
         70144.0f);
+}
+
+TEST_CASE("rounding agrees with the bf16 and fp16 conversions on every kind of float") {
+  // Random bit patterns (normal, subnormal, huge, NaN, infinite) and the edges of fp16's range.
+  std::vector<float> values;
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t bits = static_cast<uint32_t>(state >> 32);
+    float v;
+    std::memcpy(&v, &bits, 4);
+    values.push_back(v);
+  }
+  for (float v : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 6.1035156e-05f,
+                  6.1035152e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 1e-30f, INFINITY,
+                  -INFINITY, NAN, 3.3895314e38f, -3.4028235e38f}) {
+    values.push_back(v);
+  }
+  const Tensor x = Tensor::from_vector(values, {static_cast<int64_t>(values.size())});
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    INFO(precision_name(p));
+    const std::vector<float> got = round_to_precision(x, p).to_vector();
+    int mismatches = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float want = round_value(values[i], p);
+      uint32_t a, b;
+      std::memcpy(&a, &got[i], 4);
+      std::memcpy(&b, &want, 4);
+      if (a != b && !(std::isnan(got[i]) && std::isnan(want))) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+  }
 }
 
 TEST_CASE("precision names parse, and others are refused by name") {
