@@ -56,6 +56,8 @@ LABELS = {"torch": "PyTorch", "p80": "pactrain 80% fp32", "t80": "pactrain 80% t
 
 # A shorter pruning ramp (-rampE or -rampS-E, bench/run_accuracy.sh) ends with the same masks.
 RAMP = re.compile(r"-ramp(?:([0-9]+)-)?([0-9]+)(?=-|$)")
+# So does pruning once at the first step by a criterion (-initCRIT): the same sparsity, no ramp.
+INIT = re.compile(r"-init(magnitude|snip|grasp|synflow)(?=-|$)")
 
 
 RANKS = re.compile(r"-ranks([0-9]+)(?=-seed[0-9]+$|$)")
@@ -82,7 +84,7 @@ def testbed_method(run):
     """The testbed's name for an accuracy run: METHODS, keeping a -localH / -dilocoH suffix
     (a bare localH / dilocoH is dense's); a -seedN suffix times as the run without it."""
     run = RANKS.sub("", split_seed(SHAPED.sub("", run))[0])  # the ranks select the step times
-    run = RAMP.sub("", run)  # a shorter ramp times as the run without it
+    run = INIT.sub("", RAMP.sub("", run))  # a shorter ramp, or none, times as the run with it
     m = re.match(r"^(?:(.*)-)?(local|diloco)([0-9]+)$", run)
     if not m:
         return METHODS.get(run)
@@ -99,6 +101,9 @@ def label(run):
     run = RANKS.sub("", run)
     if seed != 1:
         return f"{label(run)}, seed {seed}"
+    init = INIT.search(run)
+    if init:
+        return f"{label(run.replace(init.group(0), ''))}, pruned by {init.group(1)} at the first step"
     ramp = RAMP.search(run)
     if ramp:
         start = "" if ramp.group(1) is None else (
