@@ -1,5 +1,6 @@
 #include "core/autocast.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -66,25 +67,13 @@ Precision autocast_precision_for(const char* op) {
 
 namespace {
 
-float bits_to_float(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
-
-uint32_t float_to_bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return bits;
-}
-
 // bf16_to_float(float_to_bf16(v)) without the two calls, so that the loop below vectorises:
 // the mantissa cut to 8 bits, rounded to nearest even; a NaN stays a quiet NaN.
 inline float round_to_bf16(float v) {
-  const uint32_t bits = float_to_bits(v);
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
   const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-  return bits_to_float(nan ? (bits & 0xffff0000u) | 0x00400000u : rounded);
+  return std::bit_cast<float>(nan ? (bits & 0xffff0000u) | 0x00400000u : rounded);
 }
 
 // half_to_float(float_to_half(v)) the same way, with selects instead of branches: normal halves
@@ -92,17 +81,17 @@ inline float round_to_bf16(float v) {
 // is 2^-24 (subnormal halves), which adding and taking away 0.5, whose last bit is 2^-24,
 // rounds to. A NaN becomes the quiet NaN of its sign.
 inline float round_to_fp16(float v) {
-  const uint32_t bits = float_to_bits(v);
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
   const uint32_t sign = bits & 0x80000000u, magnitude_bits = bits & 0x7fffffffu;
-  const float magnitude = bits_to_float(magnitude_bits);
+  const float magnitude = std::bit_cast<float>(magnitude_bits);
   const float subnormal = (magnitude + 0.5f) - 0.5f;
   const float normal =
-      bits_to_float((magnitude_bits + 0xfffu + ((magnitude_bits >> 13) & 1u)) & 0xffffe000u);
+      std::bit_cast<float>((magnitude_bits + 0xfffu + ((magnitude_bits >> 13) & 1u)) & 0xffffe000u);
   float rounded = magnitude < 6.103515625e-05f ? subnormal : normal;  // 2^-14
   rounded = magnitude >= 65520.0f ? INFINITY : rounded;
   const uint32_t out =
-      magnitude_bits > 0x7f800000u ? sign | 0x7fc00000u : float_to_bits(rounded) | sign;
-  return bits_to_float(out);
+      magnitude_bits > 0x7f800000u ? sign | 0x7fc00000u : std::bit_cast<uint32_t>(rounded) | sign;
+  return std::bit_cast<float>(out);
 }
 
 // x's values rounded to `precision`, in a new f32 tensor (no autograd).
