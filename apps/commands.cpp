@@ -190,6 +190,10 @@ void add_train_options(CLI::App& cmd, TrainOptions& o, CommandLists& lists) {
       ->group(group);
   add("--bucket-mb", o.bucket_mb, "gradient bucket size (MB on the wire)");
   add("--first-bucket-mb", o.first_bucket_mb, "first (small) bucket size (MB on the wire)");
+  add("--packed-wire", o.packed_wire,
+      "how packed codes (ternary, terngrad) travel between MPI ranks: coded (Rice codes where "
+      "they are shorter) or fields; the sums that arrive are the same")
+      ->check(CLI::IsMember({"coded", "fields"}));
   flag("--allow-unused-parameters", o.allow_unused_parameters,
        "reduce parameters that got no gradient as zeros");
   add("--comm-timeout", o.comm_timeout,

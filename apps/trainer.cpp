@@ -78,6 +78,8 @@ TrainResult train(const TrainOptions& options) {
   // Under mpirun on GPUs, the NCCL group picks the GPU of the local rank itself.
   comm::ProcessGroupPtr group = comm::make_process_group(o.backend, device);
   group->set_timeout(o.comm_timeout);
+  group->set_packed_wire(o.packed_wire == "fields" ? comm::PackedWire::fields
+                                                   : comm::PackedWire::coded);
   try {
     return TrainingRun(o, adapted, device, group).run();
   } catch (const std::exception& e) {

@@ -56,6 +56,8 @@ struct TrainOptions {
   std::string compress = "dense";
   std::map<std::string, std::string> compress_options;
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
+  // How packed codes travel between MPI ranks: coded (Rice codes where shorter) or fields.
+  std::string packed_wire = "coded";
   bool allow_unused_parameters = false;
   double comm_timeout = 60.0;   // seconds one collective may wait before the peers count as dead
   bool skip_nonfinite = false;  // skip a step whose loss or gradient is NaN/Inf instead of stopping

@@ -22,6 +22,7 @@
 #include <pthread.h>
 
 #include "comm/host_reduce.h"
+#include "comm/message_pieces.h"
 #include "comm/mpi_library_reduce.h"
 #include "comm/mpi_work.h"
 #include "comm/packed_fields.h"
@@ -160,15 +161,16 @@ class MpiGroup : public ProcessGroup {
         chosen == AllReduceAlgorithm::doubling ||
         (chosen == AllReduceAlgorithm::automatic && (bytes <= kDoublingMaxBytes || size_ == 2));
     const bool library = chosen == AllReduceAlgorithm::mpi;
+    const PackedWire wire = packed_wire();
     return launch("all_reduce", elements, segments.front().tensor.dtype(),
-                  [segments, doubling, library, this]() mutable {
+                  [segments, doubling, library, wire, this]() mutable {
                     if (library) {
                       library_all_reduce(segments);
                     } else if (doubling) {
-                      doubling_all_reduce(segments);
+                      doubling_all_reduce(segments, wire);
                     } else {
-                      ring_reduce_scatter(segments, "all_reduce");
-                      ring_all_gather_chunks(segments, "all_reduce");
+                      ring_reduce_scatter(segments, wire, "all_reduce");
+                      ring_all_gather_chunks(segments, wire, "all_reduce");
                     }
                     for (auto& s : segments) {
                       if (s.op == ReduceOp::avg) divide(s.tensor, size_);
@@ -244,7 +246,7 @@ class MpiGroup : public ProcessGroup {
     return launch("reduce_scatter", in, [=, this]() mutable {
       work.copy_(in);
       std::vector<ReduceSegment> segments{{work, op}};
-      ring_reduce_scatter(segments, "reduce_scatter");
+      ring_reduce_scatter(segments, PackedWire::fields, "reduce_scatter");
       out.copy_(work.view_flat(rank_ * out.numel(), out.shape()));
       if (op == ReduceOp::avg) divide(out, size_);
     });
@@ -383,9 +385,13 @@ class MpiGroup : public ProcessGroup {
     });
   }
 
-  // Receives exactly n bytes of the running collective from rank `from`, after checking that the
-  // next message from it belongs to the same collective and has that size.
-  void receive_checked(void* recv, int64_t n, int from) {
+  // Whether a receive knows its message's size, or only the most it can be (coded pieces).
+  enum class Size { exact, at_most };
+
+  // Receives n bytes (Size::at_most: up to n) of the running collective from rank `from`, after
+  // checking that the next message from it belongs to the same collective and has that size;
+  // returns the bytes received.
+  int64_t receive_checked(void* recv, int64_t n, int from, Size size = Size::exact) {
     MPI_Status status;
     wait_without_spinning([&] {
       int arrived = 0;
@@ -394,134 +400,55 @@ class MpiGroup : public ProcessGroup {
     });
     int bytes = 0;
     MPI_Get_count(&status, MPI_BYTE, &bytes);
-    if (status.MPI_TAG != running_.tag || bytes != n) {
+    if (status.MPI_TAG != running_.tag || bytes > n || (size == Size::exact && bytes != n)) {
       const uint64_t mask = (uint64_t(1) << sequence_bits_) - 1;
       PAC_FAIL(
           "rank {}: the ranks' collectives do not match: this rank runs {} #{} ({} {} values) and "
-          "expects {} bytes from rank {}, which sent {} bytes of its {} #{}. Every rank must run "
+          "expects {}{} bytes from rank {}, which sent {} bytes of its {} #{}. Every rank must run "
           "the same collectives in the same order and of the same sizes",
           rank_, running_.name, (running_.sequence - 1) & mask, running_.elements,
-          dtype_name(running_.dtype), n, from, bytes, kind_name(status.MPI_TAG >> sequence_bits_),
+          dtype_name(running_.dtype), size == Size::exact ? "" : "at most ", n, from, bytes,
+          kind_name(status.MPI_TAG >> sequence_bits_),
           static_cast<uint64_t>(status.MPI_TAG) & mask);
     }
     MPI_Request received;
-    MPI_Irecv(recv, static_cast<int>(n), MPI_BYTE, from, status.MPI_TAG, MPI_COMM_WORLD, &received);
+    MPI_Irecv(recv, bytes, MPI_BYTE, from, status.MPI_TAG, MPI_COMM_WORLD, &received);
     wait_for(received);
+    return bytes;
   }
 
-  // Sends n_send bytes to `to` while receiving n_recv bytes from `from`.
-  void exchange(const void* send, int64_t n_send, int to, void* recv, int64_t n_recv, int from,
-                const char* collective) {
+  // Sends n_send bytes to `to` while receiving n_recv bytes (or up to them) from `from`; returns
+  // the bytes received.
+  int64_t exchange(const void* send, int64_t n_send, int to, void* recv, int64_t n_recv, int from,
+                   const char* collective, Size size = Size::exact) {
     PAC_CHECK(n_send <= INT32_MAX && n_recv <= INT32_MAX,
               "{}: a ring step of {} bytes exceeds MPI's 2 GiB message limit; use smaller buckets",
               collective, std::max(n_send, n_recv));
     MPI_Request sent;
     MPI_Isend(send, static_cast<int>(n_send), MPI_BYTE, to, running_.tag, MPI_COMM_WORLD, &sent);
-    receive_checked(recv, n_recv, from);
+    const int64_t got = receive_checked(recv, n_recv, from, size);
     wait_for(sent);
     count_bytes(collective, static_cast<uint64_t>(n_send));
     count_exchange();
+    return got;
   }
 
-  // A run of elements of one segment: where it is, and how it is reduced.
-  struct Piece {
-    char* data;
-    int64_t count;
-    DType dtype;
-    ReduceOp op;
-    const char* purpose;  // the segment's, for bytes_sent_for
-    // Packed fields (ReduceSegment::packed): how many this run holds (from its first word on),
-    // their width, the width they travel in now, and the most one rank adds to a field.
-    int64_t values = 0;
-    int bits = 0, wire_bits = 0;
-    int64_t rank_max = 0;
-    // Sent in narrower fields than it is stored in: repacked on the way out and back.
-    bool narrowed() const { return wire_bits < bits; }
-    int64_t bytes() const {
-      if (narrowed()) return 8 * packed_words(values, wire_bits);
-      return count * static_cast<int64_t>(dtype_size(dtype));
-    }
-  };
-  // A whole segment as one piece.
-  static Piece whole(ReduceSegment& s) {
-    return {static_cast<char*>(s.tensor.raw_data()),
-            s.tensor.numel(),
-            s.tensor.dtype(),
-            s.op,
-            s.purpose,
-            s.packed.values,
-            s.packed.bits,
-            s.packed.bits,
-            s.packed.rank_max};
-  }
-  // The pieces as they travel while they hold the sums of `summed` ranks: packed fields in the
-  // width that sum needs; the sums of all ranks as they are stored (an all-gather's receiver
-  // copies them into place).
-  std::vector<Piece> holding(std::vector<Piece> pieces, int summed) const {
-    for (auto& p : pieces) {
-      if (p.values > 0 && summed < size_) p.wire_bits = bits_for(summed * p.rank_max);
-    }
-    return pieces;
-  }
-  // After sending `pieces`: the share of a segment with a purpose.
-  void count_purposes(const std::vector<Piece>& pieces) {
-    for (const auto& p : pieces) count_purpose(p.purpose, static_cast<uint64_t>(p.bytes()));
-  }
-  static int64_t bytes_of(const std::vector<Piece>& pieces) {
-    int64_t n = 0;
-    for (const auto& p : pieces) n += p.bytes();
-    return n;
+  // After sending a message: the share of each segment with a purpose.
+  void count_purposes(const std::vector<Piece>& pieces, const Outgoing& sent) {
+    for (size_t i = 0; i < pieces.size(); ++i)
+      count_purpose(pieces[i].purpose, static_cast<uint64_t>(sent.piece_bytes[i]));
   }
 
-  // Ring chunk c of a coalesced message: every segment is split into `size_` nearly equal chunks
-  // of its own, and the message's chunk c is chunk c of each, back to back. One segment splits
-  // exactly as a plain all-reduce of it does, so coalescing changes no value and no byte count.
-  // Packed fields are split at words, like any int64 segment, and travel in the width that the
-  // sums of `summed` ranks need.
-  std::vector<Piece> chunk(std::vector<ReduceSegment>& segments, int c, int summed) const {
-    std::vector<Piece> pieces;
-    for (auto& s : segments) {
-      const int64_t n = s.tensor.numel(), begin = n * c / size_, end = n * (c + 1) / size_;
-      Piece piece = whole(s);
-      piece.data += begin * static_cast<int64_t>(dtype_size(s.tensor.dtype()));
-      piece.count = end - begin;
-      if (piece.values > 0) {
-        const int64_t per_word = fields_per_word(piece.bits);
-        piece.values =
-            std::max<int64_t>(0, std::min(end * per_word, s.packed.values) - begin * per_word);
-      }
-      pieces.push_back(piece);
-    }
-    return holding(std::move(pieces), summed);
-  }
-
-  // The pieces as one contiguous send buffer: the piece itself when it is alone, else a copy.
-  const char* packed(const std::vector<Piece>& pieces) {
-    if (pieces.size() == 1 && !pieces.front().narrowed()) return pieces.front().data;
-    outgoing_.resize(std::max(outgoing_.size(), static_cast<size_t>(bytes_of(pieces))));
-    char* at = outgoing_.data();
-    for (const auto& p : pieces) {
-      if (p.narrowed()) {
-        repack_fields(p.data, p.bits, p.values, at, p.wire_bits);
-      } else {
-        std::memcpy(at, p.data, p.bytes());
-      }
-      at += p.bytes();
-    }
-    return outgoing_.data();
-  }
-
-  // Each piece op= its part of `incoming` (laid out as packed() lays out the pieces).
-  static void reduce_pieces(const std::vector<Piece>& pieces, const char* incoming) {
-    for (const auto& p : pieces) {
-      if (p.narrowed()) {
-        add_fields(p.data, p.bits, incoming, p.wire_bits, p.values);
-      } else {
-        reduce_into(p.data, incoming, p.count, p.dtype,
-                    p.op == ReduceOp::avg ? ReduceOp::sum : p.op);
-      }
-      incoming += p.bytes();
-    }
+  // Sends `out` to `to` while receiving `in` from `from`, then applies what arrived.
+  void exchange_pieces(const std::vector<Piece>& out, int to, const std::vector<Piece>& in,
+                       int from, Arrival how, const char* collective) {
+    const Outgoing message = pack_pieces(out, outgoing_);
+    const int64_t most = most_wire_bytes(in);
+    char* received = incoming_buffer(most);
+    const int64_t got = exchange(message.data, message.bytes, to, received, most, from, collective,
+                                 any_coded(in) ? Size::at_most : Size::exact);
+    count_purposes(out, message);
+    unpack_pieces(in, received, got, how);
   }
 
   char* incoming_buffer(int64_t bytes) {
@@ -531,33 +458,36 @@ class MpiGroup : public ProcessGroup {
 
   // Ring reduce-scatter in place: afterwards this rank's chunk `rank_` of every segment holds the
   // reduction. In step s the chunks that travel hold the sums of s + 1 ranks.
-  void ring_reduce_scatter(std::vector<ReduceSegment>& segments, const char* collective) {
+  void ring_reduce_scatter(std::vector<ReduceSegment>& segments, PackedWire wire,
+                           const char* collective) {
     if (size_ == 1) return;
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
-      std::vector<Piece> out = chunk(segments, (rank_ - s - 1 + 2 * size_) % size_, s + 1);
-      std::vector<Piece> in = chunk(segments, (rank_ - s - 2 + 2 * size_) % size_, s + 1);
-      char* received = incoming_buffer(bytes_of(in));
-      exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
-      count_purposes(out);
-      reduce_pieces(in, received);
+      auto pieces = [&](int c) {
+        return travelling(chunk_pieces(segments, c, size_), s + 1, size_, wire);
+      };
+      exchange_pieces(pieces((rank_ - s - 1 + 2 * size_) % size_), next,
+                      pieces((rank_ - s - 2 + 2 * size_) % size_), prev, Arrival::add, collective);
     }
   }
 
   // Ring all-gather of the chunks: rank r contributes chunk r of every segment.
-  void ring_all_gather_chunks(std::vector<ReduceSegment>& segments, const char* collective) {
+  void ring_all_gather_chunks(std::vector<ReduceSegment>& segments, PackedWire wire,
+                              const char* collective) {
     int next = (rank_ + 1) % size_, prev = (rank_ - 1 + size_) % size_;
     for (int s = 0; s < size_ - 1; ++s) {
-      std::vector<Piece> out = chunk(segments, (rank_ - s + size_) % size_, size_);
-      std::vector<Piece> in = chunk(segments, (rank_ - s - 1 + size_) % size_, size_);
-      // One segment is received in place; several through the receive buffer.
-      char* received = in.size() == 1 ? in.front().data : incoming_buffer(bytes_of(in));
-      exchange(packed(out), bytes_of(out), next, received, bytes_of(in), prev, collective);
-      count_purposes(out);
-      if (in.size() == 1) continue;
-      for (const auto& p : in) {
-        std::memcpy(p.data, received, p.bytes());
-        received += p.bytes();
+      auto pieces = [&](int c) {
+        return travelling(chunk_pieces(segments, c, size_), size_, size_, wire);
+      };
+      const std::vector<Piece> out = pieces((rank_ - s + size_) % size_);
+      const std::vector<Piece> in = pieces((rank_ - s - 1 + size_) % size_);
+      if (in.size() == 1 && !in.front().coded) {  // received in place
+        const Outgoing message = pack_pieces(out, outgoing_);
+        exchange(message.data, message.bytes, next, in.front().data, in.front().stored_bytes(),
+                 prev, collective, Size::exact);
+        count_purposes(out, message);
+      } else {
+        exchange_pieces(out, next, in, prev, Arrival::replace, collective);
       }
     }
   }
@@ -580,38 +510,40 @@ class MpiGroup : public ProcessGroup {
   // power of two below P) pair up beforehand: the even one hands its message to the odd one and
   // gets the result back at the end. Packed fields travel in the width of the sums so far: one
   // rank's before the pairing, at most 2^(k+1) ranks' in round k.
-  void doubling_all_reduce(std::vector<ReduceSegment>& segments) {
+  void doubling_all_reduce(std::vector<ReduceSegment>& segments, PackedWire wire) {
     if (size_ == 1) return;
     std::vector<Piece> pieces;
-    for (auto& s : segments) pieces.push_back(whole(s));
-    const int64_t bytes = bytes_of(pieces);
+    for (auto& s : segments) pieces.push_back(whole_piece(s));
+    const int64_t bytes = most_wire_bytes(pieces);
     // Several segments are reduced in a packed copy (their pieces then point into it).
     std::vector<Piece> work = pieces;
     if (pieces.size() > 1) {
-      const char* copy = packed(pieces);
-      doubling_message_.assign(copy, copy + bytes);
+      const Outgoing copy = pack_pieces(pieces, outgoing_);
+      doubling_message_.assign(copy.data, copy.data + bytes);
       char* at = doubling_message_.data();
       for (auto& p : work) {
         p.data = at;
-        at += p.bytes();
+        at += p.stored_bytes();
       }
     }
-    char* data = work.front().data;
     int q = 1;
     while (q * 2 <= size_) q *= 2;
     const int extra = size_ - q;
     int virtual_rank = rank_ - extra;
     if (rank_ < 2 * extra) {
-      const std::vector<Piece> own = holding(work, 1);
+      const std::vector<Piece> own = travelling(work, 1, size_, wire);
       if (rank_ % 2 == 0) {
-        send_only(packed(own), bytes_of(own), rank_ + 1);
-        count_purposes(own);
+        const Outgoing message = pack_pieces(own, outgoing_);
+        send_only(message.data, message.bytes, rank_ + 1);
+        count_purposes(own, message);
         virtual_rank = -1;
       } else {
-        char* received = incoming_buffer(bytes_of(own));
-        receive_checked(received, bytes_of(own), rank_ - 1);
+        const int64_t most = most_wire_bytes(own);
+        char* received = incoming_buffer(most);
+        const int64_t got = receive_checked(received, most, rank_ - 1,
+                                            any_coded(own) ? Size::at_most : Size::exact);
         count_exchange();
-        reduce_pieces(own, received);
+        unpack_pieces(own, received, got, Arrival::add);
         virtual_rank = rank_ / 2;
       }
     }
@@ -621,26 +553,28 @@ class MpiGroup : public ProcessGroup {
         const int partner =
             partner_virtual < extra ? 2 * partner_virtual + 1 : partner_virtual + extra;
         // Each partner holds the sums of `bit` virtual ranks, each of one or two ranks.
-        const std::vector<Piece> sums = holding(work, extra > 0 ? 2 * bit : bit);
-        const int64_t n = bytes_of(sums);
-        char* received = incoming_buffer(n);
-        exchange(packed(sums), n, partner, received, n, partner, "all_reduce");
-        count_purposes(sums);
-        reduce_pieces(sums, received);
+        const std::vector<Piece> sums = travelling(work, extra > 0 ? 2 * bit : bit, size_, wire);
+        exchange_pieces(sums, partner, sums, partner, Arrival::add, "all_reduce");
       }
     }
     if (rank_ < 2 * extra) {
+      const std::vector<Piece> all = travelling(work, size_, size_, wire);
       if (rank_ % 2 == 1) {
-        send_only(data, bytes, rank_ - 1);
-        count_purposes(work);
+        const Outgoing message = pack_pieces(all, outgoing_);
+        send_only(message.data, message.bytes, rank_ - 1);
+        count_purposes(all, message);
       } else {
-        receive_checked(data, bytes, rank_ + 1);
+        const int64_t most = most_wire_bytes(all);
+        char* received = incoming_buffer(most);
+        const int64_t got = receive_checked(received, most, rank_ + 1,
+                                            any_coded(all) ? Size::at_most : Size::exact);
         count_exchange();
+        unpack_pieces(all, received, got, Arrival::replace);
       }
     }
     if (pieces.size() > 1) {
       for (size_t i = 0; i < pieces.size(); ++i)
-        std::memcpy(pieces[i].data, work[i].data, pieces[i].bytes());
+        std::memcpy(pieces[i].data, work[i].data, pieces[i].stored_bytes());
     }
   }
 

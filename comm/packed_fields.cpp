@@ -18,31 +18,6 @@ void store(void* words, int64_t i, uint64_t w) {
   std::memcpy(static_cast<char*>(words) + 8 * i, &w, 8);
 }
 
-// Reads fields one after the other.
-class FieldReader {
- public:
-  FieldReader(const void* words, int bits)
-      : words_(words),
-        bits_(bits),
-        per_word_(fields_per_word(bits)),
-        field_mask_((uint64_t(1) << bits) - 1) {}
-  uint64_t next() {
-    if (field_ == 0) word_ = load(words_, at_++);
-    const uint64_t v = word_ & field_mask_;
-    word_ >>= bits_;
-    if (++field_ == per_word_) field_ = 0;
-    return v;
-  }
-
- private:
-  const void* words_;
-  int bits_, per_word_;
-  uint64_t field_mask_;
-  int64_t at_ = 0;
-  uint64_t word_ = 0;
-  int field_ = 0;
-};
-
 }  // namespace
 
 int bits_for(int64_t largest) { return std::bit_width(static_cast<uint64_t>(largest)); }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace pac::comm {
 
@@ -30,5 +31,31 @@ void repack_fields(const void* from, int from_bits, int64_t values, void* to, in
 // into's fields (width into_bits) += from's (width from_bits), for `values` fields; the sums must
 // fit into_bits.
 void add_fields(void* into, int into_bits, const void* from, int from_bits, int64_t values);
+
+// Reads fields of `bits` one after the other from words at any byte address (a piece of a
+// coalesced message may start at any byte of a receive buffer).
+class FieldReader {
+ public:
+  FieldReader(const void* words, int bits)
+      : words_(static_cast<const char*>(words)),
+        bits_(bits),
+        per_word_(fields_per_word(bits)),
+        field_mask_((uint64_t(1) << bits) - 1) {}
+  uint64_t next() {
+    if (field_ == 0) std::memcpy(&word_, words_ + 8 * at_++, 8);
+    const uint64_t v = word_ & field_mask_;
+    word_ >>= bits_;
+    if (++field_ == per_word_) field_ = 0;
+    return v;
+  }
+
+ private:
+  const char* words_;
+  int bits_, per_word_;
+  uint64_t field_mask_;
+  int64_t at_ = 0;
+  uint64_t word_ = 0;
+  int field_ = 0;
+};
 
 }  // namespace pac::comm

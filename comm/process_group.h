@@ -54,6 +54,12 @@ struct ReduceSegment {
 // --algorithms ring,doubling,mpi), it is not chosen automatically; the bytes it sends are the
 // library's and are not counted.
 enum class AllReduceAlgorithm { automatic, ring, doubling, mpi };
+
+// How packed sums (PackedSum) travel in the groups that send partial sums (the MPI group):
+// `coded`, the default, sends each run as Rice codes or as fields, whichever is shorter
+// (comm/coded_fields.h); `fields` always in fields as wide as the sums so far need. The sums that
+// arrive are the same.
+enum class PackedWire { coded, fields };
 constexpr int64_t kDoublingMaxBytes = 2048;
 
 class Work {
@@ -104,6 +110,10 @@ class ProcessGroup {
   // (NCCL) ignore it.
   void set_all_reduce_algorithm(AllReduceAlgorithm algorithm) { algorithm_ = algorithm; }
   AllReduceAlgorithm all_reduce_algorithm() const { return algorithm_; }
+  // How packed sums travel from now on (coded unless set): for measuring the two against each
+  // other and for tests of the fields' byte formulas.
+  void set_packed_wire(PackedWire wire) { packed_wire_ = wire; }
+  PackedWire packed_wire() const { return packed_wire_; }
 
   // Bytes this rank has sent, in all and by collective ("all_reduce", "broadcast", ...).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
@@ -138,6 +148,7 @@ class ProcessGroup {
   std::atomic<uint64_t> comm_cpu_ns_{0};
   std::atomic<uint64_t> wakeups_{0};
   std::atomic<AllReduceAlgorithm> algorithm_{AllReduceAlgorithm::automatic};
+  std::atomic<PackedWire> packed_wire_{PackedWire::coded};
   std::atomic<double> timeout_s_{0.0};
   mutable std::mutex bytes_mutex_;
   std::map<std::string, uint64_t> bytes_by_collective_;

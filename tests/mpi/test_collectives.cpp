@@ -234,14 +234,22 @@ TEST_CASE("a segment's purpose counts the bytes it costs inside a coalesced mess
 
 namespace {
 
-// Field j of rank r: a code in 0..6 (ternary codes of levels 3 travel as t + 3).
-int64_t code(int r, int64_t j) { return (r * 5 + j * 3 + j / 7) % 7; }
+// Field j of rank r: a code in 0..6 (ternary codes of levels 3 travel as t + 3), spread over the
+// range, or bunched in its middle as pactrain's codes are (3 in three draws of four, 2 or 4 in
+// most of the rest).
+int64_t code(int r, int64_t j, bool bunched = false) {
+  const int64_t spread = (r * 5 + j * 3 + j / 7) % 7;
+  if (!bunched) return spread;
+  const uint64_t h = (static_cast<uint64_t>(r) * 1000003 + j) * 0x9e3779b97f4a7c15ull >> 58;
+  return h < 48 ? 3 : h < 56 ? 2 : h < 62 ? 4 : spread;
+}
 
 // Fields of `bits` in int64 words, as the ternary writer lays them out.
-Tensor pack_codes(int r, int64_t values, int bits) {
+Tensor pack_codes(int r, int64_t values, int bits, bool bunched = false) {
   const int per_word = comm::fields_per_word(bits);
   std::vector<int64_t> words(comm::packed_words(values, bits), 0);
-  for (int64_t j = 0; j < values; ++j) words[j / per_word] += code(r, j) << (j % per_word * bits);
+  for (int64_t j = 0; j < values; ++j)
+    words[j / per_word] += code(r, j, bunched) << (j % per_word * bits);
   Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
   std::copy(words.begin(), words.end(), t.data<int64_t>());
   return t;
@@ -249,46 +257,61 @@ Tensor pack_codes(int r, int64_t values, int bits) {
 
 }  // namespace
 
-TEST_CASE("packed sums travel in narrower fields while few ranks are summed, to the same result") {
+TEST_CASE("packed sums travel narrower while few ranks are summed, and coded, to the same result") {
   const int p = world().size(), r = world().rank();
   const int bits = comm::bits_for(6 * p);
   for (auto algorithm : {comm::AllReduceAlgorithm::ring, comm::AllReduceAlgorithm::doubling}) {
     for (int64_t values : {1, 37, 5003}) {
-      CAPTURE(algorithm == comm::AllReduceAlgorithm::ring);
-      CAPTURE(values);
-      pac::testing::AlgorithmScope scope(algorithm);
-      // The same fields twice: told they are packed, and as plain words; each with an fp32
-      // segment beside it, as pactrain sends its codes and 1-D values.
-      Tensor plain = pack_codes(r, values, bits), narrow = pack_codes(r, values, bits);
-      Tensor floats = rank_values(301, r);
-      uint64_t before = world().bytes_sent();
-      world()
-          .all_reduce_coalesced({{plain, ReduceOp::sum}, {floats.clone(), ReduceOp::sum}})
-          ->wait();
-      const uint64_t plain_bytes = world().bytes_sent() - before;
-      before = world().bytes_sent();
-      world()
-          .all_reduce_coalesced({{narrow, ReduceOp::sum, nullptr, comm::PackedSum{values, bits, 6}},
-                                 {floats, ReduceOp::sum}})
-          ->wait();
-      const uint64_t narrow_bytes = world().bytes_sent() - before;
-      // Every field is the sum of the ranks' codes.
-      const int per_word = comm::fields_per_word(bits);
-      const int64_t* words = narrow.data<int64_t>();
-      for (int64_t j = 0; j < values; ++j) {
-        int64_t expected = 0;
-        for (int k = 0; k < p; ++k) expected += code(k, j);
-        const int64_t field = (words[j / per_word] >> (j % per_word * bits)) & ((1 << bits) - 1);
-        REQUIRE(field == expected);
-      }
-      CHECK(narrow.to_vector() == plain.to_vector());
-      CHECK(pac::testing::identical_on_every_rank(floats));
-      if (values == 5003 && p > 1) CHECK(narrow_bytes < plain_bytes);
-      if (values == 5003 && p == 2 && algorithm == comm::AllReduceAlgorithm::doubling) {
-        // Doubling's one exchange carries one rank's codes, which fit 3 bits (21 to a word); the
-        // sum of two needs 4 (15 to a word).
-        CHECK(narrow_bytes ==
-              plain_bytes - 8 * (comm::packed_words(values, 4) - comm::packed_words(values, 3)));
+      for (bool bunched : {false, true}) {
+        CAPTURE(algorithm == comm::AllReduceAlgorithm::ring);
+        CAPTURE(values);
+        CAPTURE(bunched);
+        pac::testing::AlgorithmScope scope(algorithm);
+        // The same fields three times: as plain words, then told they are packed, sent as
+        // fields and coded; each with an fp32 segment beside it, as pactrain sends its codes and
+        // 1-D values.
+        Tensor plain = pack_codes(r, values, bits, bunched);
+        Tensor floats = rank_values(301, r);
+        auto sent = [&](Tensor words, comm::PackedSum packed, comm::PackedWire wire) {
+          floats = rank_values(301, r);
+          world().set_packed_wire(wire);
+          const uint64_t before = world().bytes_sent(), exchanges = world().exchanges();
+          world()
+              .all_reduce_coalesced(
+                  {{words, ReduceOp::sum, nullptr, packed}, {floats, ReduceOp::sum}})
+              ->wait();
+          world().set_packed_wire(comm::PackedWire::coded);
+          return std::pair(world().bytes_sent() - before, world().exchanges() - exchanges);
+        };
+        const comm::PackedSum packed{values, bits, 6};
+        const auto [plain_bytes, plain_exchanges] = sent(plain, {}, comm::PackedWire::coded);
+        Tensor narrow = pack_codes(r, values, bits, bunched);
+        const uint64_t narrow_bytes = sent(narrow, packed, comm::PackedWire::fields).first;
+        Tensor coded = pack_codes(r, values, bits, bunched);
+        const uint64_t coded_bytes = sent(coded, packed, comm::PackedWire::coded).first;
+        // Every field is the sum of the ranks' codes, however it travelled.
+        const int per_word = comm::fields_per_word(bits);
+        const int64_t* words = narrow.data<int64_t>();
+        for (int64_t j = 0; j < values; ++j) {
+          int64_t expected = 0;
+          for (int k = 0; k < p; ++k) expected += code(k, j, bunched);
+          const int64_t field = (words[j / per_word] >> (j % per_word * bits)) & ((1 << bits) - 1);
+          REQUIRE(field == expected);
+        }
+        CHECK(narrow.to_vector() == plain.to_vector());
+        CHECK(coded.to_vector() == plain.to_vector());
+        CHECK(pac::testing::identical_on_every_rank(floats));
+        if (p == 1) continue;
+        if (values == 5003) CHECK(narrow_bytes < plain_bytes);
+        // A coded run is never longer than its fields and the byte that says so.
+        CHECK(coded_bytes <= narrow_bytes + plain_exchanges);
+        if (values == 5003 && bunched) CHECK(double(coded_bytes) < 0.8 * double(narrow_bytes));
+        if (values == 5003 && p == 2 && algorithm == comm::AllReduceAlgorithm::doubling) {
+          // Doubling's one exchange carries one rank's codes, which fit 3 bits (21 to a word);
+          // the sum of two needs 4 (15 to a word).
+          CHECK(narrow_bytes ==
+                plain_bytes - 8 * (comm::packed_words(values, 4) - comm::packed_words(values, 3)));
+        }
       }
     }
   }

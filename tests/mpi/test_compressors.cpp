@@ -129,6 +129,7 @@ TEST_CASE("topk and randomk with error feedback transmit every coordinate's valu
 
 TEST_CASE("bytes on the wire match each compressor's formula") {
   pac::testing::AlgorithmScope ring_only(comm::AllReduceAlgorithm::ring);  // the ring's bytes
+  pac::testing::FieldsScope fields;  // terngrad's packed sums in the fields' bytes
   int p = world().size(), r = world().rank();
   if (p == 1) return;
   auto ring = [&](int64_t n, int64_t element_bytes) {  // ring all-reduce, this rank

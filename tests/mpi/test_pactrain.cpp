@@ -381,6 +381,7 @@ TEST_CASE(
     "pactrain's bytes on the wire are the kept entries' all-reduce, plus ternary's scales; a "
     "coding encoding codes a bucket with nothing pruned too") {
   pac::testing::AlgorithmScope ring_only(comm::AllReduceAlgorithm::ring);  // the ring's bytes
+  pac::testing::FieldsScope fields;  // ternary's packed sums in the fields' bytes
   const int r = world().rank(), p = world().size();
   for (bool pruned : {true, false})
     for (const char* enc : {"fp32", "bf16", "ternary levels=1", "ternary levels=3", "ternary"}) {

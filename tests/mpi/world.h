@@ -39,6 +39,15 @@ struct AlgorithmScope {
   AlgorithmScope& operator=(const AlgorithmScope&) = delete;
 };
 
+// Sends packed sums as fields for one scope, and coded again after it: the byte formulas of the
+// tests are the fields'.
+struct FieldsScope {
+  FieldsScope() { world().set_packed_wire(comm::PackedWire::fields); }
+  ~FieldsScope() { world().set_packed_wire(comm::PackedWire::coded); }
+  FieldsScope(const FieldsScope&) = delete;
+  FieldsScope& operator=(const FieldsScope&) = delete;
+};
+
 // One step of a compressor driven directly, as the Reducer drives it: reduce the bucket, wait,
 // and end the step as applied (which commits what the step left in the compressor's state).
 inline void reduce_step(comm::Compressor& c, comm::Bucket& bucket) {
