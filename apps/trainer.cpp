@@ -78,6 +78,11 @@ TrainResult train(const TrainOptions& options) {
   // Under mpirun on GPUs, the NCCL group picks the GPU of the local rank itself.
   comm::ProcessGroupPtr group = comm::make_process_group(o.backend, device);
   group->set_timeout(o.comm_timeout);
+  PAC_CHECK(o.packed_wire == "coded" || group->backend() == "mpi",
+            "--packed-wire {}: only the mpi backend chooses how packed sums travel (the {} group "
+            "{}); leave the option out",
+            o.packed_wire, group->backend(),
+            group->backend() == "nccl" ? "adds the stored words" : "sends nothing");
   group->set_packed_wire(o.packed_wire == "fields" ? comm::PackedWire::fields
                                                    : comm::PackedWire::coded);
   try {

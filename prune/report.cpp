@@ -125,12 +125,15 @@ std::string prune_report(nn::Module& model, const ReportOptions& options) {
   double ring = 2.0 * (options.world - 1) / options.world;
   out += fmt::format(
       "gradient bytes per step (all-reduce payload): dense {}B, pactrain {} {}B = {:.3f}x dense; "
-      "with {} ranks each sends {:.2f}x that on a ring\n",
+      "with {} ranks each sends {:.2f}x that on a ring{}\n",
       si(bytes.dense),
       options.levels > 1 ? fmt::format("{} (levels={})", options.encoding, options.levels)
                          : options.encoding,
       si(bytes.pactrain), bytes.dense ? static_cast<double>(bytes.pactrain) / bytes.dense : 1.0,
-      options.world, ring);
+      options.world, ring,
+      options.encoding == "ternary"
+          ? " at most (the MPI group sends its partial sums narrower, and coded where shorter)"
+          : "");
   return out;
 }
 

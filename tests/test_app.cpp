@@ -158,6 +158,12 @@ TEST_CASE("mixed-precision runs resume bit-identically, fp16's loss scale with t
   CHECK_THROWS_WITH_AS(train(o), doctest::Contains("CPU reference path only"), Error);
 }
 
+TEST_CASE("--packed-wire fields is refused where no MPI group sends the sums") {
+  TrainOptions o = small_run();
+  o.packed_wire = "fields";  // one process: the local group sends nothing
+  CHECK_THROWS_WITH_AS(train(o), doctest::Contains("only the mpi backend"), Error);
+}
+
 TEST_CASE("resuming a pruned run restores masks, criterion sums and the ternary residuals") {
   TrainOptions o = small_run();
   o.prune = "taylor";
