@@ -27,9 +27,10 @@ int pactrain_levels(const CompressorOptions& options);
 // What one kept value of `p` costs on pactrain's wire with `world` ranks and encoding `enc`
 // (fp32, bf16, fp16, ternary or auto; auto is costed as ternary, which it picks on the slow links
 // where the layout matters): 4 bytes in fp32, 2 in 16 bits, a packed field of the ternary sums for
-// a weight's value, and 4 for a 1-D parameter's, which travels in fp32 beside them.
+// a weight's value, and 4 for a 1-D parameter's, which travels in fp32 beside them (2 with
+// enc1d=bf16: `plain`).
 double pactrain_wire_bytes_per_value(const nn::Parameter& p, const std::string& enc, int world,
-                                     int levels, bool int16 = true);
+                                     int levels, bool int16 = true, DType plain = DType::f32);
 constexpr int kDefaultTernaryLevels = 3;
 
 }  // namespace pac::comm

@@ -28,7 +28,7 @@ void allocate_ternary(PactrainPlan& plan, const Bucket& bucket, int world,
   plan.plain = positions(plain);
   const int64_t c = plan.coded.numel(), weights = plan.entry_begin.size() - 1;
   plan.values = Tensor::zeros({c}, DType::f32, device);
-  plan.plain_values = Tensor::zeros({plan.plain.numel()}, DType::f32, device);
+  plan.plain_values = Tensor::zeros({plan.plain.numel()}, settings.plain, device);
   plan.begin = Tensor::from_indices(plan.entry_begin, {weights + 1}).to(device);
   plan.scale = Tensor::zeros({weights}, DType::f32, device);
   if (!device.is_cpu()) {
@@ -67,13 +67,19 @@ void prepare_ternary(PactrainPlan& plan, const Bucket& bucket, int world,
                          plan.scale.numel(), plan.prepare_chunks, settings.clip,
                          maxima.data<float>(), plan.prepare_scratch.data<float>());
     gpu::gather_scaled(g, plain, plan.plain.numel(), inv_world, plan.plain_values.raw_data(),
-                       DType::f32);
+                       plan.plain_values.dtype());
     return;
   }
   ternary_prepare(g, coded, r, plan.values.data<float>(), plan.entry_begin, settings.clip,
                   maxima.data<float>());
+  const int64_t n = plan.plain.numel();
+  if (plan.plain_values.dtype() == DType::bf16) {
+    BFloat16* pv = plan.plain_values.data<BFloat16>();
+    for (int64_t j = 0; j < n; ++j) pv[j] = float_to_bf16(g[plain[j]] * inv_world);
+    return;
+  }
   float* pv = plan.plain_values.data<float>();
-  for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) pv[j] = g[plain[j]] * inv_world;
+  for (int64_t j = 0; j < n; ++j) pv[j] = g[plain[j]] * inv_world;
 }
 
 void encode_ternary(PactrainPlan& plan, int rank, const TernarySettings& settings) {
@@ -100,13 +106,21 @@ void decode_ternary(PactrainPlan& plan, Bucket& bucket, int world) {
     gpu::ternary_decode(plan.wire.raw_data(), {w.bits, w.per_word, w.dtype, w.levels}, world,
                         plan.scale.data<float>(), plan.begin.data<int64_t>(), plan.scale.numel(),
                         plan.values.numel(), v, coded);
-    cuda::index_scatter(v, plain, plan.plain_values.data<float>(), plan.plain.numel());
+    const Tensor pv = plan.plain_values.dtype() == DType::f32 ? plan.plain_values
+                                                              : plan.plain_values.to(DType::f32);
+    cuda::index_scatter(v, plain, pv.data<float>(), plan.plain.numel());
     return;
   }
   ternary_decode(plan.wire, plan.layout, world, plan.entry_begin, plan.scale.data<float>(), v,
                  coded);
+  const int64_t n = plan.plain.numel();
+  if (plan.plain_values.dtype() == DType::bf16) {
+    const BFloat16* pv = plan.plain_values.data<BFloat16>();
+    for (int64_t j = 0; j < n; ++j) v[plain[j]] = bf16_to_float(pv[j]);
+    return;
+  }
   const float* pv = plan.plain_values.data<float>();
-  for (int64_t j = 0, n = plan.plain.numel(); j < n; ++j) v[plain[j]] = pv[j];
+  for (int64_t j = 0; j < n; ++j) v[plain[j]] = pv[j];
 }
 
 }  // namespace pac::comm

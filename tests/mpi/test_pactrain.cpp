@@ -184,6 +184,23 @@ TEST_CASE("pactrain bf16 and fp16 stay within their precision") {
   }
 }
 
+TEST_CASE("pactrain ternary with enc1d=bf16 averages the 1-D values within bf16's precision") {
+  MaskedBucket b;
+  b.mask(31, 0.25f);
+  auto pactrain = comm::make_compressor("pactrain", {{"enc", "ternary"}, {"enc1d", "bf16"}});
+  Tensor reference = b.fill_gradient(7);
+  reduce_step(*pactrain, b.bucket);
+  int checked = 0;
+  for_each_kept(b, reference, [&](float got, float want, size_t e) {
+    if (e != 1) return;  // the bias; the weights' values are ternary-coded
+    CHECK(std::abs(got - want) <= world().size() / 256.0 * (std::abs(want) + 0.5));
+    ++checked;
+  });
+  CHECK(checked == 8);
+  CHECK_THROWS_WITH_AS(comm::make_compressor("pactrain", {{"enc", "fp32"}, {"enc1d", "bf16"}}),
+                       doctest::Contains("beside ternary codes"), Error);
+}
+
 TEST_CASE(
     "pactrain ternary is unbiased, decodes to integer multiples of each weight's scale / levels, "
     "and sends 1-D parameters in fp32, pruned or not") {
@@ -384,7 +401,8 @@ TEST_CASE(
   pac::testing::FieldsScope fields;  // ternary's packed sums in the fields' bytes
   const int r = world().rank(), p = world().size();
   for (bool pruned : {true, false})
-    for (const char* enc : {"fp32", "bf16", "ternary levels=1", "ternary levels=3", "ternary"}) {
+    for (const char* enc : {"fp32", "bf16", "ternary levels=1", "ternary levels=3", "ternary",
+                            "ternary enc1d=bf16"}) {
       CAPTURE(pruned);
       CAPTURE(enc);
       MaskedBucket b;
@@ -394,6 +412,8 @@ TEST_CASE(
       const int levels = e == "ternary levels=1" ? 1 : e.rfind("ternary", 0) == 0 ? 3 : 1;
       comm::CompressorOptions options{{"ef", "0"}};  // fresh scales, all-reduced before the values
       if (e != "ternary") options["levels"] = std::to_string(levels);
+      const bool bias_in_bf16 = e == "ternary enc1d=bf16";
+      if (bias_in_bf16) options["enc1d"] = "bf16";
       if (e.rfind("ternary", 0) == 0) e = "ternary";
       options["enc"] = e;
       auto pactrain = comm::make_compressor("pactrain", options);
@@ -402,12 +422,12 @@ TEST_CASE(
       reduce_step(*pactrain, b.bucket);
       uint64_t sent = world().bytes_sent() - before;
       comm::TernaryWire wire = comm::ternary_wire(p, levels);
-      const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32
+      const int64_t coded = b.kept() - 8;  // the bias's 8 values travel in fp32 (or bf16)
       uint64_t expected = e == "fp32"   ? ring_bytes(b.kept(), 4, r, p)
                           : e == "bf16" ? ring_bytes(b.kept(), 2, r, p)
                                         : ring_bytes(2, 4, r, p) +
                                               pac::testing::ring_bytes_of_codes(coded, wire, r, p) +
-                                              ring_bytes(8, 4, r, p);
+                                              ring_bytes(8, bias_in_bf16 ? 2 : 4, r, p);
       CHECK(sent == expected);  // ternary: 2 scales, the packed sums, the bias
     }
 }
