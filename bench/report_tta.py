@@ -37,6 +37,8 @@ METHODS = collections.OrderedDict([
     # levels=1, which the -levels1 runs ask for by name.
     ("t80-levels3", "pactrain80-ternary"), ("t90-levels3", "pactrain90-ternary"),
     ("t80-levels1", "pactrain80-ternary-levels1"), ("t90-levels1", "pactrain90-ternary-levels1"),
+    # The 1-D parameters in bf16 (--compress-opt enc1d=bf16).
+    ("t80-bf16oned", "pactrain80-ternary-bf16oned"),
     # topk before 2026-12-04: --momentum 0, so its weight decay had no momentum (DGC's has).
     ("topk-decay-unmoved", "topk"),
     # PyTorch's post-local SGD and DiLoCo: torch-local32 times as the testbed's torch-local32.
@@ -47,6 +49,7 @@ LABELS = {"torch": "PyTorch", "p80": "pactrain 80% fp32", "t80": "pactrain 80% t
           "t90": "pactrain 90% ternary", "t80-levels3": "pactrain 80% levels=3",
           "t90-levels3": "pactrain 90% levels=3", "t80-levels1": "pactrain 80% levels=1",
           "t90-levels1": "pactrain 90% levels=1", "topk": "topk (DGC 0.1%)",
+          "t80-bf16oned": "pactrain 80% ternary, 1-D parameters in bf16",
           "topk-decay-unmoved": "topk (DGC 0.1%), weight decay without momentum",
           "randomk": "randomk (1%)", "powersgd2": "powersgd rank 2", "powersgd4": "powersgd rank 4",
           "torch-allreduce": "PyTorch DDP", "torch-fp16": "PyTorch DDP fp16 hook",

@@ -6,7 +6,8 @@
 # Usage: bench/run_accuracy.sh [RUN ...]
 #   RUN: dense, p50, p80, p90 (pactrain fp32), t50, t80, t90 (pactrain's default ternary, codes
 #        in -3..3 since 2026-12-04; with -levelsL: --compress-opt levels=L, codes in -L..L, so
-#        t80-levels1 is TernGrad's code; with -noef: no error feedback), and the
+#        t80-levels1 is TernGrad's code; with -noef: no error feedback; with -bf16oned: the 1-D
+#        parameters in bf16), and the
 #        unpruned baselines: fp16, topk (DGC: 0.1%, momentum correction, the paper's per-epoch
 #        warm-up), randomk (1%), terngrad, powersgd2, powersgd4 (rank 2, 4), signsgd (EF-signSGD),
 #        and PyTorch DDP on the same recipe (bench/peers/torch_train.py): torch-allreduce,
@@ -109,12 +110,14 @@ for run in "${runs[@]+"${runs[@]}"}"; do
   if [[ "$base" =~ ^([pt][0-9][0-9].*)-init(magnitude|snip|grasp|synflow)$ ]]; then
     base="${BASH_REMATCH[1]}" prune=(--prune "${BASH_REMATCH[2]}")
   fi
-  # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef.
+  # Ternary variants: t80-levels3, t80-noef, t80-levels3-noef, t80-bf16oned (the 1-D
+  # parameters in bf16: --compress-opt enc1d=bf16).
   codec=()
-  if [[ "$base" =~ ^(t[0-9][0-9])((-levels[0-9]+)?)((-noef)?)$ ]]; then
+  if [[ "$base" =~ ^(t[0-9][0-9])((-levels[0-9]+)?)((-noef)?)((-bf16oned)?)$ ]]; then
     base="${BASH_REMATCH[1]}"
     [ -n "${BASH_REMATCH[2]}" ] && codec+=(--compress-opt "levels=${BASH_REMATCH[2]#-levels}")
     [ -n "${BASH_REMATCH[4]}" ] && codec+=(--compress-opt ef=0)
+    [ -n "${BASH_REMATCH[6]}" ] && codec+=(--compress-opt enc1d=bf16)
   fi
   case "$base" in
     torch | torch-allreduce | torch-fp16 | torch-powersgd[24])

@@ -52,6 +52,9 @@ for sparsity in (80, 90):
     # The default codes in -3..3 steps of s/3; levels=1 is TernGrad's -1, 0, 1.
     OURS[f"pactrain{sparsity}-ternary-levels1"] = OURS[f"pactrain{sparsity}-ternary"] + [
         "--compress-opt", "levels=1"]
+    # The 1-D parameters beside the codes in bf16 instead of fp32.
+    OURS[f"pactrain{sparsity}-ternary-bf16oned"] = OURS[f"pactrain{sparsity}-ternary"] + [
+        "--compress-opt", "enc1d=bf16"]
 PEERS = {"torch-allreduce": "allreduce", "torch-fp16": "fp16", "torch-powersgd2": "powersgd2",
          "torch-powersgd4": "powersgd4"}
 # PyTorch's post-local SGD and a DiLoCo loop (bench/peers/torch_ddp.py --sync) on the image
