@@ -1,6 +1,6 @@
 // Writes the fuzz targets' seed corpus: small valid inputs that the fuzzer mutates from.
 //   pactrain-fuzz-seeds FOLDER   writes FOLDER/idx/*, FOLDER/cifar/*, FOLDER/checkpoint/*,
-//                                FOLDER/image/*
+//                                FOLDER/image/*, FOLDER/coded/*
 // The committed fuzz/corpus/ was made by it; inputs that once made a target fail are added there
 // by hand, named after what they found (or written here, as regression-overlapping-extents).
 #include <png.h>
@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "apps/checkpoint.h"
+#include "comm/coded_fields.h"
+#include "comm/packed_fields.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "fuzz/model.h"
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   fs::path root = argv[1];
-  for (const char* target : {"idx", "cifar", "checkpoint", "image"})
+  for (const char* target : {"idx", "cifar", "checkpoint", "image", "coded"})
     fs::create_directories(root / target);
 
   // Every path of the decoder: RGB (4:2:0 and 4:4:4), grey and CMYK JPEG; RGB, RGBA and grey PNG.
@@ -169,6 +171,24 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 8; ++i) crafted[i] = static_cast<uint8_t>(header.size() >> (8 * i));
   std::copy(header.begin(), header.end(), crafted.begin() + 8);
   write(root / "checkpoint" / "regression-overlapping-extents.safetensors", crafted);
+  // Coded sums (coded_fuzzer.cpp): 300 sums bunched in the middle of 0..48 (Rice codes), and
+  // spread over 0..63, which its 6-bit fields hold without waste (fields).
+  for (bool bunched : {true, false}) {
+    const int64_t values = 300, largest = bunched ? 48 : 63;
+    const int bits = comm::bits_for(largest);
+    std::vector<uint64_t> words(comm::packed_words(values, bits), 0);
+    for (int64_t j = 0; j < values; ++j) {
+      const uint64_t sum = bunched ? 24 + (j * 7 % 9) - 4 : j * 37 % 64;
+      words[j / comm::fields_per_word(bits)] |= sum << (j % comm::fields_per_word(bits) * bits);
+    }
+    std::vector<char> message(comm::coded_bytes_bound(values, largest));
+    message.resize(comm::encode_fields(words.data(), bits, values, largest, message.data()));
+    PAC_CHECK((message[0] == 0) == !bunched, "the coded seeds: expected {} for {} sums",
+              bunched ? "Rice codes" : "fields", bunched ? "bunched" : "spread");
+    std::vector<uint8_t> input{uint8_t(values & 0xff), uint8_t(values >> 8), uint8_t(largest - 1)};
+    input.insert(input.end(), message.begin(), message.end());
+    write(root / "coded" / (bunched ? "rice.bin" : "fields.bin"), input);
+  }
   std::printf("seeds written under %s\n", root.string().c_str());
   return 0;
 }

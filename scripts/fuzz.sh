@@ -15,12 +15,12 @@ build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(idx cifar checkpoint image)
+[ ${#targets[@]} -eq 0 ] && targets=(idx cifar checkpoint image coded)
 case "$seconds" in
   '' | *[!0-9]*) echo "fuzz.sh: SECONDS_PER_TARGET must be a positive integer, got '$seconds'" >&2; exit 2 ;;
 esac
 for t in "${targets[@]}"; do
-  [ -f "$root/fuzz/${t}_fuzzer.cpp" ] || { echo "fuzz.sh: no target '$t' (idx, cifar, checkpoint, image)" >&2; exit 2; }
+  [ -f "$root/fuzz/${t}_fuzzer.cpp" ] || { echo "fuzz.sh: no target '$t' (idx, cifar, checkpoint, image, coded)" >&2; exit 2; }
 done
 
 "$root/scripts/setup.sh" clang-14 libclang-rt-14-dev libomp-14-dev
