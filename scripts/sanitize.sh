@@ -16,11 +16,11 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAC_DN
   "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target pactrain-tests pactrain-mpi-tests \
   pactrain-fuzz-replay-idx pactrain-fuzz-replay-cifar pactrain-fuzz-replay-checkpoint \
-  pactrain-fuzz-replay-image
+  pactrain-fuzz-replay-image pactrain-fuzz-replay-coded
 
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 "$build/tests/pactrain-tests"
-for target in idx cifar checkpoint image; do
+for target in idx cifar checkpoint image coded; do
   "$build/fuzz/pactrain-fuzz-replay-$target" "$root/fuzz/corpus/$target"
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
