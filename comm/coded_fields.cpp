@@ -14,7 +14,7 @@ namespace {
 
 constexpr uint8_t kFieldsMode = 0;
 
-// The sum's distance from the middle of 0..largest, folded onto 0, 1, 2, ...
+// The sum's distance from the run's middle, folded onto 0, 1, 2, ... (0, -1, 1, -2, 2, ...)
 uint32_t fold(uint64_t sum, int64_t middle) {
   const int64_t d = static_cast<int64_t>(sum) - middle;
   return static_cast<uint32_t>(d >= 0 ? 2 * d : -2 * d - 1);
