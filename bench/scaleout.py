@@ -23,7 +23,14 @@ of the values per pass, with the pass counts our compressors report. Those assum
 with the results. A method "stops paying off" where its throughput falls below dense's, or where
 its scaling efficiency (throughput over P times one rank's compute-only throughput) falls below 50%.
 
-Usage: scaleout.py RESULTS.jsonl [--plots DIR] [--tflops T] [--hbm-gbs G] [--latency-us L]"""
+pactrain's ternary bytes are those of the MPI group's ring, whose partial sums travel narrower and
+as Rice codes where shorter (ternary_sum_bits below; `--bytes` fits and checks it on measured
+runs). NCCL sums whole words, so on a GPU cluster they are the fields' bytes of all P ranks.
+
+Usage: scaleout.py RESULTS.jsonl [--plots DIR] [--tflops T] [--hbm-gbs G] [--latency-us L]
+       scaleout.py --hosts RUNS.jsonl ... [--held-out-ranks 8] [projection options]
+       scaleout.py --visible V [projection options]    (project with a given fit)
+       scaleout.py --bytes BYTES.jsonl [--bytes-fit-ranks 2,4,8]"""
 import argparse
 import json
 import math
@@ -58,13 +65,86 @@ METHODS = {
 }
 
 
-def ternary_bytes(p):
-    """Bytes per value of pactrain's packed ternary sums (comm::ternary_wire): fields as wide as
-    2P, 63 bits of a 64-bit word, or one int8 (int16 beyond 127 ranks) where that is smaller."""
-    per_word = 63 // (2 * p).bit_length()
-    packed = 8 / per_word
-    one_each = 1 if p <= 127 else 2
-    return packed if packed < one_each else one_each
+# pactrain's ternary codes (levels=3, the default) travel as t + 3 in 0..6. A ring all-reduce
+# carries the sums of 1, 2, ..., P - 1 ranks in its reduce-scatter and of all P in its all-gather;
+# the MPI group sends each run of them in fields as wide as its largest sum (63 // width to a
+# 64-bit word), or as Rice codes of their distance from the run's mean where that is shorter
+# (comm/coded_fields.h; the default wire). A Rice-coded sum of k ranks takes about
+# RICE_BITS_ONE + RICE_BITS_PER_DOUBLING x log2(k) bits: the spread of a sum of k independent
+# codes grows as the square root of k, half a bit per doubling; ResNet-20's sums grow a little
+# faster. Fitted by least squares on ResNet-20 at 80% on 2, 4 and 8 ranks (bytes measured by
+# bench/run_coded_bytes.sh, the fields' bytes telling the rest of the message apart), and checked
+# on 3 and 6 ranks (`--bytes`; docs/results.md, "The scale-out model with coded sums"). Past the
+# ranks it was fitted on, 0.64 a doubling overstates the bits of large sums, whose Rice codes come
+# within a few hundredths of a bit of the half bit that their spread adds.
+RICE_BITS_ONE = 2.30
+RICE_BITS_PER_DOUBLING = 0.64
+TERNARY_LEVELS = 3
+
+
+def ternary_sum_bits(k, wire="coded"):
+    """Bits per value of a sum of k ranks' codes on the wire: fields, or the shorter of fields
+    and Rice codes."""
+    fields = 64 / (63 // (2 * TERNARY_LEVELS * k).bit_length())
+    if wire == "fields":
+        return fields
+    return min(fields, RICE_BITS_ONE + RICE_BITS_PER_DOUBLING * math.log2(k))
+
+
+def ternary_bytes(p, wire="coded"):
+    """Bytes per value of pactrain's ternary sums, averaged over the ring's 2(P - 1) messages (so
+    that wire() can charge them as any ring's 2(P - 1) / P values per rank)."""
+    if p < 2:
+        return 0.0
+    if p == 2:
+        # Two ranks swap their whole messages once (recursive doubling): one rank's codes each.
+        return ternary_sum_bits(1, wire) / 8
+    bits = sum(ternary_sum_bits(k, wire) for k in range(1, p)) + (p - 1) * ternary_sum_bits(p, wire)
+    return bits / (2 * (p - 1)) / 8
+
+
+# ResNet-20 at 80% (`pactrain prune-report --prune magnitude --sparsity 0.8 --in-channels 1`): the
+# kept weights travel as codes; what else a step sends (the 1-D parameters in fp32, the maxima,
+# run headers) is read off the same run with the fields' wire, whose bytes are exact.
+RESNET20_KEPT_WEIGHTS = 54123
+
+
+def sum_terms(p):
+    """Bits one rank sends per kept value, as x * RICE_BITS_ONE + y * RICE_BITS_PER_DOUBLING."""
+    if p == 2:
+        return 1.0, 0.0
+    logs = sum(math.log2(k) for k in range(1, p)) + (p - 1) * math.log2(p)
+    return 2 * (p - 1) / p, logs / p
+
+
+def bytes_report(path, fit_ranks):
+    """Fits RICE_BITS_* on the coded runs of `fit_ranks` in bench/run_coded_bytes.sh's FILE and
+    prints the model against every run (its other rank counts held out)."""
+    runs = [json.loads(line) for line in open(path) if line.strip()]
+    fields = {r["ranks"]: r["bytes_per_step"] for r in runs if r["wire"] == "fields"}
+    coded = {r["ranks"]: r["bytes_per_step"] for r in runs if r["wire"] == "coded"}
+    ranks = sorted(p for p in coded if p in fields and p >= 2)
+    n = RESNET20_KEPT_WEIGHTS
+
+    def rest(p):  # what the step sends beyond the codes, from the fields' exact bytes
+        return fields[p] - n * ternary_bytes(p, "fields") * (2 * (p - 1) / p if p > 2 else 1)
+
+    points = [(*sum_terms(p), (coded[p] - rest(p)) * 8 / n) for p in ranks if p in fit_ranks]
+    if len(points) < 2:
+        sys.exit(f"scaleout.py: --bytes needs coded and fields runs on two of {sorted(fit_ranks)} ranks")
+    one, per_doubling = least_squares_2(points)
+    print(f"Rice-coded sums fitted on {len(points)} rank counts: {one:.2f} bits for one rank's "
+          f"codes, {per_doubling:.2f} more per doubling of the ranks summed (the projection uses "
+          f"{RICE_BITS_ONE} and {RICE_BITS_PER_DOUBLING}).\n")
+    print("| ranks | fields bytes/step | coded bytes/step | predicted | error | held out |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for p in ranks:
+        x, y = sum_terms(p)
+        predicted = rest(p) + n * (x * one + y * per_doubling) / 8
+        err = (predicted - coded[p]) / coded[p]
+        print(f"| {p} | {fields[p]:,.0f} | {coded[p]:,.0f} | {predicted:,.0f} | {100 * err:+.1f}% | "
+              f"{'' if p in fit_ranks else 'yes'} |")
+    print()
 
 
 def ring_messages(p):
@@ -232,11 +312,22 @@ def main():
                     help="hosts-mode step runs (bench/testbed_bench.py, every rank its own link) to "
                          "fit on instead, those of --held-out-ranks and more kept out of the fit")
     ap.add_argument("--held-out-ranks", type=int, default=8)
+    ap.add_argument("--bytes", metavar="BYTES.jsonl",
+                    help="bench/run_coded_bytes.sh's runs: fit the Rice-coded sums' bits on "
+                         "--bytes-fit-ranks and check them on the other rank counts, then stop")
+    ap.add_argument("--bytes-fit-ranks", default="2,4,8")
+    ap.add_argument("--visible", type=float,
+                    help="project with this fraction of the link time visible in the step instead "
+                         "of fitting one (the fit on 2 and 4 ranks of 2026-12-06 gave 1.05)")
     ap.add_argument("--plots")
     ap.add_argument("--tflops", type=float, default=40.0)
     ap.add_argument("--hbm-gbs", type=float, default=2000.0)
     ap.add_argument("--latency-us", type=float, default=25.0)
     args = ap.parse_args()
+    if args.bytes:
+        return bytes_report(args.bytes, {int(p) for p in args.bytes_fit_ranks.split(",")})
+    if args.visible is not None:
+        return projection(args.visible, args)
     if args.hosts:
         visible, _ = hosts_report(args.hosts, args.held_out_ranks)
         return projection(visible, args)
@@ -264,6 +355,9 @@ def projection(visible, args):
     ranks = [8, 16, 32, 64, 128, 256, 512, 1024]
     rates = [1e9, 1e10, 1e11]
     proj = project(visible, args.latency_us * 1e-6, args.tflops, args.hbm_gbs, ranks, rates)
+    print("pactrain's ternary sums, bytes per value per ring message (fields / coded, the "
+          "default): " + ", ".join(f"P = {p}: {ternary_bytes(p, 'fields'):.2f} / "
+                                   f"{ternary_bytes(p):.2f}" for p in ranks) + "\n")
     print(f"Projection (assumed: {args.tflops:.0f} TFLOP/s sustained per rank, codec memory-bound "
           f"at {args.hbm_gbs:.0f} GB/s, {args.latency_us:.0f} us per message, 25 MB buckets, the "
           f"fitted overlap). Scaling efficiency at "
