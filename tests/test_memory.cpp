@@ -1,5 +1,5 @@
 // Memory: the allocators' counts by purpose, the release of what one-off phases leave in the
-// cache, the pruning selection that ranks scores without copying them, and a pruned run that
+// cache, what an op saves for backward, the pruning selection that ranks scores without copying them, and a pruned run that
 // holds less at its peak than the dense one.
 #include <doctest/doctest.h>
 
@@ -101,6 +101,40 @@ std::vector<uint8_t> reference_keep(const std::vector<double>& all, int64_t k) {
 }
 
 }  // namespace
+
+TEST_CASE("a unary op keeps only what its derivative reads: relu's input is freed after forward") {
+  // x -> h = 2x -> y = relu(h): the scaling saves nothing, and relu's rule reads y, so once
+  // forward drops h only x and y are live. Kept beside y, h would add its 1 MiB.
+  constexpr int64_t n = 1 << 18;  // 1 MiB of f32
+  Generator gen(3);
+  Tensor x = gen.randn({n}).requires_grad_();
+  cpu_empty_cache();
+  const size_t before = cpu_allocator_stats().current_bytes;
+  Tensor y;
+  {
+    Tensor h = mul_scalar(x, 2.0f);
+    y = relu(h);
+  }
+  CHECK(cpu_allocator_stats().current_bytes - before == static_cast<size_t>(n) * 4);
+  sum(y).backward();
+  const std::vector<float> xs = x.to_vector(), grad = x.grad().to_vector();
+  for (int64_t i = 0; i < n; ++i) REQUIRE(grad[i] == (xs[i] > 0.0f ? 2.0f : 0.0f));
+}
+
+TEST_CASE("a rule that reads the input still finds it after the op before it is gone") {
+  // gelu reads x, exp reads y: each gets the one it saved, not a stand-in of the other.
+  Tensor x = Tensor::from_vector({-1.5f, -0.25f, 0.5f, 2.0f}, {4}).requires_grad_();
+  Tensor y;
+  { y = add(gelu(mul_scalar(x, 1.0f), GeluApproximation::none), exp(mul_scalar(x, 1.0f))); }
+  sum(y).backward();
+  const std::vector<float> xs = x.to_vector(), grad = x.grad().to_vector();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    const double cdf = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    CHECK(grad[i] == doctest::Approx(cdf + v * pdf + std::exp(v)).epsilon(1e-5));
+  }
+}
 
 TEST_CASE("radix selection keeps what a full sort of the concatenated scores keeps") {
   std::mt19937 rng(7);

@@ -10,22 +10,29 @@
 
 namespace pac {
 
+// What a derivative rule reads besides the incoming gradient. The node saves only that, so an
+// activation that no rule reads is freed after forward: relu's input (what batch norm made) is
+// not kept beside its output, which takes a third off a ResNet's saved activations.
+enum class Reads { input, output };
+
 template <class Derivative>
 class UnaryBackward : public Node {
  public:
-  UnaryBackward(const char* name, cuda::UnaryOp kind, float param, Tensor x, Tensor y,
+  UnaryBackward(const char* name, cuda::UnaryOp kind, float param, Tensor saved,
                 Derivative derivative)
       : name_(name),
         kind_(kind),
         param_(param),
-        x_(std::move(x)),
-        y_(std::move(y)),
+        saved_(std::move(saved)),
         derivative_(derivative) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    Tensor gx = detail::empty_on(x_.shape(), x_);
-    const float* px = x_.data<float>();
-    const float* py = y_.data<float>();
+    Tensor gx = detail::empty_on(saved_.shape(), saved_);
+    // A rule takes (x, y) and ignores the one it does not read: the saved values stand in for
+    // it, so the CPU loop and the GPU kernel keep their one form for every rule.
+    const float* saved = saved_.data<float>();
+    const float* px = saved;
+    const float* py = saved;
     const float* pg = g.data<float>();
     float* out = gx.data<float>();
     if (gx.is_cuda()) {
@@ -41,7 +48,8 @@ class UnaryBackward : public Node {
   std::string name_;
   cuda::UnaryOp kind_;  // the same rule, for the GPU kernel
   float param_;
-  Tensor x_, y_;  // detached views: saving them creates no reference cycle
+  // x or y, whichever the rule reads; detached: saving it creates no reference cycle.
+  Tensor saved_;
   Derivative derivative_;
 };
 
@@ -49,7 +57,7 @@ class UnaryBackward : public Node {
 // cannot go.
 template <class Forward, class Derivative>
 static Tensor unary_op(const Tensor& x, const char* name, cuda::UnaryOp kind, float param,
-                       Forward forward, Derivative derivative) {
+                       Reads reads, Forward forward, Derivative derivative) {
   detail::check_float(x, name, "x");
   Tensor y = detail::empty_on(x.shape(), x);
   const float* px = x.data<float>();
@@ -60,8 +68,9 @@ static Tensor unary_op(const Tensor& x, const char* name, cuda::UnaryOp kind, fl
     vec::map(px, py, x.numel(), forward);
   }
   if (any_requires_grad({x})) {
-    auto node = std::make_shared<UnaryBackward<Derivative>>(name, kind, param, x.detach(),
-                                                            y.detach(), derivative);
+    Tensor saved = reads == Reads::input ? x.detach() : y.detach();
+    auto node = std::make_shared<UnaryBackward<Derivative>>(name, kind, param, std::move(saved),
+                                                            derivative);
     detail::record(y, {x}, node);
   }
   return y;
@@ -69,38 +78,39 @@ static Tensor unary_op(const Tensor& x, const char* name, cuda::UnaryOp kind, fl
 
 Tensor neg(const Tensor& x) {
   return unary_op(
-      x, "neg", cuda::UnaryOp::neg, 0.0f, [](float v) { return -v; },
+      x, "neg", cuda::UnaryOp::neg, 0.0f, Reads::output, [](float v) { return -v; },
       [](float, float) { return -1.0f; });
 }
 
 // |x|; its derivative is sign(x), 0 at 0 as PyTorch's.
 Tensor abs(const Tensor& x) {
   return unary_op(
-      x, "abs", cuda::UnaryOp::abs, 0.0f, [](float v) { return std::abs(v); },
+      x, "abs", cuda::UnaryOp::abs, 0.0f, Reads::input, [](float v) { return std::abs(v); },
       [](float v, float) { return vec::one_if(v > 0.0f) - vec::one_if(v < 0.0f); });
 }
 
 Tensor exp(const Tensor& x) {
   return unary_op(
-      x, "exp", cuda::UnaryOp::exp, 0.0f, [](float v) { return std::exp(v); },
+      x, "exp", cuda::UnaryOp::exp, 0.0f, Reads::output, [](float v) { return std::exp(v); },
       [](float, float y) { return y; });
 }
 
 Tensor log(const Tensor& x) {
   return unary_op(
-      x, "log", cuda::UnaryOp::log, 0.0f, [](float v) { return std::log(v); },
+      x, "log", cuda::UnaryOp::log, 0.0f, Reads::input, [](float v) { return std::log(v); },
       [](float v, float) { return 1.0f / v; });
 }
 
 Tensor sqrt(const Tensor& x) {
   return unary_op(
-      x, "sqrt", cuda::UnaryOp::sqrt, 0.0f, [](float v) { return std::sqrt(v); },
+      x, "sqrt", cuda::UnaryOp::sqrt, 0.0f, Reads::output, [](float v) { return std::sqrt(v); },
       [](float, float y) { return 0.5f / y; });
 }
 
 Tensor pow(const Tensor& x, float exponent) {
   return unary_op(
-      x, "pow", cuda::UnaryOp::pow, exponent, [exponent](float v) { return std::pow(v, exponent); },
+      x, "pow", cuda::UnaryOp::pow, exponent, Reads::input,
+      [exponent](float v) { return std::pow(v, exponent); },
       [exponent](float v, float) { return exponent * std::pow(v, exponent - 1.0f); });
 }
 
@@ -108,19 +118,20 @@ Tensor pow(const Tensor& x, float exponent) {
 // free of branches.
 Tensor relu(const Tensor& x) {
   return unary_op(
-      x, "relu", cuda::UnaryOp::relu, 0.0f, [](float v) { return v > 0.0f ? v : 0.0f; },
+      x, "relu", cuda::UnaryOp::relu, 0.0f, Reads::output,
+      [](float v) { return v > 0.0f ? v : 0.0f; },
       [](float, float y) { return vec::one_if(y > 0.0f); });
 }
 
 Tensor tanh(const Tensor& x) {
   return unary_op(
-      x, "tanh", cuda::UnaryOp::tanh, 0.0f, [](float v) { return std::tanh(v); },
+      x, "tanh", cuda::UnaryOp::tanh, 0.0f, Reads::output, [](float v) { return std::tanh(v); },
       [](float, float y) { return 1.0f - y * y; });
 }
 
 Tensor sigmoid(const Tensor& x) {
   return unary_op(
-      x, "sigmoid", cuda::UnaryOp::sigmoid, 0.0f,
+      x, "sigmoid", cuda::UnaryOp::sigmoid, 0.0f, Reads::output,
       [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
       [](float, float y) { return y * (1.0f - y); });
 }
@@ -134,7 +145,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
   constexpr float c = 0.044715f;
   if (approximation == GeluApproximation::none) {
     return unary_op(
-        x, "gelu", cuda::UnaryOp::gelu, 0.0f,
+        x, "gelu", cuda::UnaryOp::gelu, 0.0f, Reads::input,
         [](float v) { return 0.5f * v * (1.0f + vec::erf(v * inv_sqrt2)); },
         [](float v, float) {
           float cdf = 0.5f * (1.0f + vec::erf(v * inv_sqrt2));
@@ -143,7 +154,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
         });
   }
   return unary_op(
-      x, "gelu_tanh", cuda::UnaryOp::gelu_tanh, 0.0f,
+      x, "gelu_tanh", cuda::UnaryOp::gelu_tanh, 0.0f, Reads::input,
       [](float v) { return 0.5f * v * (1.0f + std::tanh(k * (v + c * v * v * v))); },
       [](float v, float) {
         float t = std::tanh(k * (v + c * v * v * v));
