@@ -135,6 +135,25 @@ Tensor round_to_precision(const Tensor& x, Precision precision) {
   return out;
 }
 
+bool holds_exactly(const Tensor& x, Precision precision) {
+  if (precision == Precision::fp32) return true;
+  PAC_CHECK(x.dtype() == DType::f32 && !x.is_cuda(),
+            "holds_exactly: expects f32 values on the CPU, got {}", x.str());
+  const float* px = x.data<float>();
+  const int64_t n = x.numel();
+  // Counted rather than stopped at the first miss, so that the loop vectorises.
+  int64_t misses = 0;
+  if (precision == Precision::bf16) {
+    // bf16 is a float's top half: it holds exactly the floats whose low half is zero.
+    for (int64_t i = 0; i < n; ++i) misses += (std::bit_cast<uint32_t>(px[i]) & 0xffffu) != 0;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      misses += std::bit_cast<uint32_t>(round_to_fp16(px[i])) != std::bit_cast<uint32_t>(px[i]);
+    }
+  }
+  return misses == 0;
+}
+
 Tensor rounded_values(const Tensor& x, Precision precision) {
   if (precision == Precision::fp32 || !x.defined()) return x;
   return rounded(x, precision);

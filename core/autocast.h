@@ -54,4 +54,8 @@ Tensor round_to_precision(const Tensor& x, Precision precision);
 // backward gets back the operands its forward used from the unrounded inputs it kept.
 Tensor rounded_values(const Tensor& x, Precision precision);
 
+// Whether every value of the f32 tensor x is one that `precision` holds exactly (so that storing
+// it in bf16 or fp16 loses nothing). True for fp32. CPU tensors only.
+bool holds_exactly(const Tensor& x, Precision precision);
+
 }  // namespace pac

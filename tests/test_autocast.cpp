@@ -1,20 +1,24 @@
 // Mixed precision's reference path (core/autocast.h) and fp16 loss scaling (optim/grad_scaler.h):
 // each product under autocast against the fp32 op on rounded operands, bit for bit, forward and
 // backward; against plain fp32 within the low precision's tolerance; ops outside the policy left
-// alone; and a training step whose fp16 gradients overflow skipped with the scale halved.
+// alone; activations that the low precision holds exactly kept for backward in it; and a training
+// step whose fp16 gradients overflow skipped with the scale halved.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "apps/data/batch.h"
 #include "apps/train_step.h"
+#include "core/allocator.h"
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "core/saved_tensor.h"
 #include "layers/linear.h"
 #include "optim/grad_scaler.h"
 #include "optim/sgd.h"
@@ -222,6 +226,56 @@ TEST_CASE("outside autocast's product list and outside a scope, ops compute in f
   }
   CHECK(autocast_precision() == Precision::fp32);
   CHECK(same_values(linear(a, w, Tensor()), full_linear));
+}
+
+TEST_CASE("an activation the low precision holds exactly is saved in it, and nothing else is") {
+  Generator gen(5);
+  Tensor w = gen.randn({64}).requires_grad_();
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    CAPTURE(precision_name(p));
+    AutocastScope scope(p);
+    Tensor exact = round_to_precision(mul_scalar(w, 0.5f), p);  // an op's output, rounded
+    Tensor inexact = mul_scalar(w, 0.5f);
+    Tensor exact_parameter = round_to_precision(gen.randn({64}), p).requires_grad_();
+    const SavedTensor packed(exact), kept(inexact), parameter(exact_parameter);
+    CHECK(packed.nbytes() == 64 * 2);
+    CHECK(packed.unpack().to_vector() == exact.to_vector());  // bit for bit
+    CHECK(kept.nbytes() == 64 * 4);
+    CHECK(kept.unpack().storage() == inexact.storage());  // shared, not copied
+    CHECK(parameter.nbytes() == 64 * 4);
+  }
+  const SavedTensor outside(round_to_precision(mul_scalar(w, 0.5f), Precision::bf16));
+  CHECK(outside.nbytes() == 64 * 4);  // fp32 training keeps f32
+}
+
+TEST_CASE("under autocast a rounded activation lives on in half its bytes, same gradients") {
+  // x -> h = round(2x) -> y = gelu(h). gelu's rule reads h, which bf16 holds exactly: under a
+  // scope its node keeps h in bf16 and the f32 h goes when forward ends; outside one, the same
+  // ops keep h in f32. The gradients are the same bit for bit.
+  constexpr int64_t n = 1 << 18;  // 1 MiB of f32
+  Generator gen(7);
+  const Tensor values = gen.randn({n});
+  auto run = [&](bool scoped, size_t* live) {
+    Tensor x = values.clone().requires_grad_();
+    cpu_empty_cache();
+    const size_t before = cpu_allocator_stats().current_bytes;
+    Tensor y;
+    {
+      std::optional<AutocastScope> scope;
+      if (scoped) scope.emplace(Precision::bf16);
+      Tensor h = round_to_precision(mul_scalar(x, 2.0f), Precision::bf16);
+      y = gelu(h);
+    }
+    *live = cpu_allocator_stats().current_bytes - before;
+    sum(y).backward();
+    return x.grad().to_vector();
+  };
+  size_t live_scoped = 0, live_fp32 = 0;
+  const std::vector<float> scoped = run(true, &live_scoped), fp32 = run(false, &live_fp32);
+  CHECK(live_fp32 == 2 * n * 4);        // y and h
+  CHECK(live_scoped == n * 4 + n * 2);  // y, and h in bf16
+  REQUIRE(scoped.size() == fp32.size());
+  CHECK(std::memcmp(scoped.data(), fp32.data(), scoped.size() * 4) == 0);
 }
 
 TEST_CASE("loss scaling: halved after an overflow, doubled after the growth interval, exact") {

@@ -13,6 +13,7 @@
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
+#include "core/saved_tensor.h"
 
 namespace pac {
 
@@ -119,8 +120,8 @@ void fold(const float* col, const cpu::ConvGeometry& geo, float* image, int64_t 
 class Conv2dBackward : public Node {
  public:
   // x is saved only when the weight needs a gradient, w only when the input does.
-  Conv2dBackward(Tensor x, Tensor w, Shape x_shape, Shape w_shape, ConvPlan plan, bool has_bias,
-                 ConvAlgorithm algorithm, Precision precision)
+  Conv2dBackward(SavedTensor x, Tensor w, Shape x_shape, Shape w_shape, ConvPlan plan,
+                 bool has_bias, ConvAlgorithm algorithm, Precision precision)
       : x_(std::move(x)),
         w_(std::move(w)),
         x_shape_(std::move(x_shape)),
@@ -133,7 +134,7 @@ class Conv2dBackward : public Node {
 
   std::vector<Tensor> apply(const Tensor& g) override {
     if (g.is_cuda()) return apply_cudnn(g);
-    const Tensor x = rounded_values(x_, precision_), w = rounded_values(w_, precision_);
+    const Tensor x = rounded_values(x_.unpack(), precision_), w = rounded_values(w_, precision_);
     if (algorithm_ == ConvAlgorithm::dnnl) return apply_dnnl(g, x, w);
     const ConvPlan& p = plan_;
     const auto& geo = p.geometry;
@@ -189,8 +190,8 @@ class Conv2dBackward : public Node {
     if (needs_grad(1)) gw = detail::empty_on(w_shape_, g);
     if (has_bias_ && needs_grad(2)) gb = detail::empty_on({plan_.out_channels}, g);
     if (gw.defined() || gb.defined()) {
-      cuda::conv_backward_filter(shape, gw.defined() ? x_.data<float>() : nullptr, g.data<float>(),
-                                 gw.defined() ? gw.data<float>() : nullptr,
+      cuda::conv_backward_filter(shape, gw.defined() ? x_.unpack().data<float>() : nullptr,
+                                 g.data<float>(), gw.defined() ? gw.data<float>() : nullptr,
                                  gb.defined() ? gb.data<float>() : nullptr);
     }
     return {gx, gw, gb};
@@ -234,7 +235,9 @@ class Conv2dBackward : public Node {
     return gb;
   }
 
-  Tensor x_, w_;  // unrounded: the op before keeps them anyway
+  // Unrounded, as the op before made them (x in bf16/fp16 under autocast when those hold it).
+  SavedTensor x_;
+  Tensor w_;
   Shape x_shape_, w_shape_;
   ConvPlan plan_;
   bool has_bias_;
@@ -301,10 +304,10 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     im2col_forward(p, x, weight, bias, out);
   }
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<Conv2dBackward>(weight.requires_grad() ? x_in.detach() : Tensor(),
-                                                 x.requires_grad() ? weight_in.detach() : Tensor(),
-                                                 x.shape(), weight.shape(), p, bias.defined(),
-                                                 algorithm, precision);
+    auto node = std::make_shared<Conv2dBackward>(
+        SavedTensor(weight.requires_grad() ? x_in : Tensor()),
+        x.requires_grad() ? weight_in.detach() : Tensor(), x.shape(), weight.shape(), p,
+        bias.defined(), algorithm, precision);
     detail::record(out, {x, weight, bias}, node);
   }
   return round_to_precision(out, precision);

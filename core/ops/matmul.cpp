@@ -8,6 +8,7 @@
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
+#include "core/saved_tensor.h"
 
 namespace pac {
 
@@ -70,7 +71,7 @@ void batched_gemm(const Tensor& like, bool trans_a, bool trans_b, int64_t m, int
 
 class MatmulBackward : public Node {
  public:
-  MatmulBackward(Tensor a, Tensor b, MatmulPlan plan, Shape a_shape, Shape b_shape,
+  MatmulBackward(SavedTensor a, SavedTensor b, MatmulPlan plan, Shape a_shape, Shape b_shape,
                  Precision precision)
       : a_(std::move(a)),
         b_(std::move(b)),
@@ -85,7 +86,8 @@ class MatmulBackward : public Node {
     const MatmulPlan& p = plan_;
     Tensor ga, gb;
     const float* pg = g.data<float>();
-    const Tensor a = rounded_values(a_, precision_), b = rounded_values(b_, precision_);
+    const Tensor a = rounded_values(a_.unpack(), precision_);
+    const Tensor b = rounded_values(b_.unpack(), precision_);
     // b is shared only when there is one product (its rows folded into M), so its stride is moot.
     int64_t stride_b = p.shared_b ? 0 : p.k * p.n;
     if (needs_grad(0)) {
@@ -102,7 +104,8 @@ class MatmulBackward : public Node {
   }
 
  private:
-  Tensor a_, b_;  // unrounded: the op before keeps them anyway
+  // Unrounded, as the ops before made them (in bf16/fp16 under autocast when those hold them).
+  SavedTensor a_, b_;
   MatmulPlan plan_;
   Shape a_shape_, b_shape_;
   Precision precision_;  // autocast's, for the operands and dA, dB
@@ -117,9 +120,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   batched_gemm(a, false, false, p.m, p.n, p.k, a.data<float>(), p.k, p.m * p.k, b.data<float>(),
                p.n, p.shared_b ? 0 : p.k * p.n, out.data<float>(), p.n, p.m * p.n, p.batch);
   if (any_requires_grad({a, b})) {
-    auto node = std::make_shared<MatmulBackward>(b.requires_grad() ? a_in.detach() : Tensor(),
-                                                 a.requires_grad() ? b_in.detach() : Tensor(), p,
-                                                 a.shape(), b.shape(), precision);
+    auto node = std::make_shared<MatmulBackward>(SavedTensor(b.requires_grad() ? a_in : Tensor()),
+                                                 SavedTensor(a.requires_grad() ? b_in : Tensor()),
+                                                 p, a.shape(), b.shape(), precision);
     detail::record(out, {a, b}, node);
   }
   return round_to_precision(out, precision);
@@ -128,7 +131,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // --- linear: the weight is used transposed by GEMM, never copied ---
 class LinearBackward : public Node {
  public:
-  LinearBackward(Tensor x, Tensor w, Shape x_shape, int64_t rows, int64_t in, int64_t out,
+  LinearBackward(SavedTensor x, Tensor w, Shape x_shape, int64_t rows, int64_t in, int64_t out,
                  Precision precision)
       : x_(std::move(x)),
         w_(std::move(w)),
@@ -142,7 +145,7 @@ class LinearBackward : public Node {
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor gx, gw, gb;
     const float* pg = g.data<float>();
-    const Tensor x = rounded_values(x_, precision_), w = rounded_values(w_, precision_);
+    const Tensor x = rounded_values(x_.unpack(), precision_), w = rounded_values(w_, precision_);
     if (needs_grad(0)) {
       gx = detail::empty_on(x_shape_, g);
       batched_gemm(g, false, false, rows_, in_, out_, pg, out_, 0, w.data<float>(), in_, 0,
@@ -166,7 +169,9 @@ class LinearBackward : public Node {
   }
 
  private:
-  Tensor x_, w_;  // unrounded: the op before keeps them anyway
+  // Unrounded, as the op before made it (in bf16/fp16 under autocast when those hold it).
+  SavedTensor x_;
+  Tensor w_;
   Shape x_shape_;
   int64_t rows_, in_, out_;
   Precision precision_;  // autocast's, for the operands and dx, dW
@@ -198,9 +203,9 @@ static Tensor linear_checked(const Tensor& x_in, const Tensor& weight_in, const 
                beta, py, out);
   }
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<LinearBackward>(weight.requires_grad() ? x_in.detach() : Tensor(),
-                                                 x.requires_grad() ? weight_in.detach() : Tensor(),
-                                                 x.shape(), rows, in, out, precision);
+    auto node = std::make_shared<LinearBackward>(
+        SavedTensor(weight.requires_grad() ? x_in : Tensor()),
+        x.requires_grad() ? weight_in.detach() : Tensor(), x.shape(), rows, in, out, precision);
     detail::record(y, {x, weight, bias}, node);
   }
   return round_to_precision(y, precision);

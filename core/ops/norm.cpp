@@ -10,14 +10,15 @@
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 #include "core/ops/vector_math.h"
+#include "core/saved_tensor.h"
 
 namespace pac {
 
 // --- batch norm: x viewed as [N, C, S] with S = H * W (or 1 for [N, C]) ---
 class BatchNormBackward : public Node {
  public:
-  BatchNormBackward(Tensor x, Tensor weight, std::vector<float> mean, std::vector<float> invstd,
-                    bool training)
+  BatchNormBackward(SavedTensor x, Tensor weight, std::vector<float> mean,
+                    std::vector<float> invstd, bool training)
       : x_(std::move(x)),
         weight_(std::move(weight)),
         mean_(std::move(mean)),
@@ -26,11 +27,12 @@ class BatchNormBackward : public Node {
   std::string name() const override { return "BatchNormBackward"; }
 
   std::vector<Tensor> apply(const Tensor& g) override {
-    int64_t n = x_.size(0), c = x_.size(1), s = x_.numel() / (n * c);
+    const Tensor x = x_.unpack();
+    int64_t n = x.size(0), c = x.size(1), s = x.numel() / (n * c);
     double m = static_cast<double>(n * s);
-    const float* px = x_.data<float>();
+    const float* px = x.data<float>();
     const float* pg = g.data<float>();
-    Tensor gx = needs_grad(0) ? Tensor::empty(x_.shape()) : Tensor();
+    Tensor gx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
     Tensor gw = needs_grad(1) ? Tensor::empty({c}) : Tensor();
     Tensor gb = needs_grad(2) ? Tensor::empty({c}) : Tensor();
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -67,7 +69,8 @@ class BatchNormBackward : public Node {
   }
 
  private:
-  Tensor x_, weight_;
+  SavedTensor x_;  // kept in bf16/fp16 under autocast when those hold it exactly
+  Tensor weight_;
   std::vector<float> mean_, invstd_;
   bool training_;
 };
@@ -211,7 +214,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     }
   }
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<BatchNormBackward>(x.detach(),
+    auto node = std::make_shared<BatchNormBackward>(SavedTensor(x),
                                                     weight.defined() ? weight.detach() : Tensor(),
                                                     std::move(mean), std::move(invstd), training);
     detail::record(out, {x, weight, bias}, node);
@@ -280,7 +283,7 @@ PAC_SIMD_CLONES static void layer_norm_rows_backward(const float* px, const floa
 
 class LayerNormBackward : public Node {
  public:
-  LayerNormBackward(Tensor x, Tensor weight, std::vector<float> mean, std::vector<float> rstd,
+  LayerNormBackward(SavedTensor x, Tensor weight, std::vector<float> mean, std::vector<float> rstd,
                     int64_t d)
       : x_(std::move(x)),
         weight_(std::move(weight)),
@@ -290,11 +293,12 @@ class LayerNormBackward : public Node {
   std::string name() const override { return "LayerNormBackward"; }
 
   std::vector<Tensor> apply(const Tensor& g) override {
-    int64_t rows = x_.numel() / d_;
-    const float* px = x_.data<float>();
+    const Tensor x = x_.unpack();
+    int64_t rows = x.numel() / d_;
+    const float* px = x.data<float>();
     const float* pg = g.data<float>();
     const float* pw = weight_.defined() ? weight_.data<float>() : nullptr;
-    Tensor gx = needs_grad(0) ? Tensor::empty(x_.shape()) : Tensor();
+    Tensor gx = needs_grad(0) ? Tensor::empty(x.shape()) : Tensor();
     Tensor gw = needs_grad(1) ? Tensor::zeros({d_}) : Tensor();
     Tensor gb = needs_grad(2) ? Tensor::zeros({d_}) : Tensor();
     float* pgw = gw.defined() ? gw.data<float>() : nullptr;
@@ -307,7 +311,8 @@ class LayerNormBackward : public Node {
   }
 
  private:
-  Tensor x_, weight_;
+  SavedTensor x_;  // kept in bf16/fp16 under autocast when those hold it exactly
+  Tensor weight_;
   std::vector<float> mean_, rstd_;
   int64_t d_;
 };
@@ -379,7 +384,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   float* po = out.data<float>();
   layer_norm_rows(px, pw, pb, po, mean.data(), rstd.data(), rows, d, eps);
   if (any_requires_grad({x, weight, bias})) {
-    auto node = std::make_shared<LayerNormBackward>(x.detach(),
+    auto node = std::make_shared<LayerNormBackward>(SavedTensor(x),
                                                     weight.defined() ? weight.detach() : Tensor(),
                                                     std::move(mean), std::move(rstd), d);
     detail::record(out, {x, weight, bias}, node);

@@ -7,6 +7,7 @@
 #include "core/ops.h"
 #include "core/ops/op_util.h"
 #include "core/ops/vector_math.h"
+#include "core/saved_tensor.h"
 
 namespace pac {
 
@@ -18,7 +19,7 @@ enum class Reads { input, output };
 template <class Derivative>
 class UnaryBackward : public Node {
  public:
-  UnaryBackward(const char* name, cuda::UnaryOp kind, float param, Tensor saved,
+  UnaryBackward(const char* name, cuda::UnaryOp kind, float param, SavedTensor saved,
                 Derivative derivative)
       : name_(name),
         kind_(kind),
@@ -27,10 +28,11 @@ class UnaryBackward : public Node {
         derivative_(derivative) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    Tensor gx = detail::empty_on(saved_.shape(), saved_);
+    const Tensor values = saved_.unpack();
+    Tensor gx = detail::empty_on(values.shape(), values);
     // A rule takes (x, y) and ignores the one it does not read: the saved values stand in for
     // it, so the CPU loop and the GPU kernel keep their one form for every rule.
-    const float* saved = saved_.data<float>();
+    const float* saved = values.data<float>();
     const float* px = saved;
     const float* py = saved;
     const float* pg = g.data<float>();
@@ -49,7 +51,7 @@ class UnaryBackward : public Node {
   cuda::UnaryOp kind_;  // the same rule, for the GPU kernel
   float param_;
   // x or y, whichever the rule reads; detached: saving it creates no reference cycle.
-  Tensor saved_;
+  SavedTensor saved_;
   Derivative derivative_;
 };
 
@@ -68,7 +70,7 @@ static Tensor unary_op(const Tensor& x, const char* name, cuda::UnaryOp kind, fl
     vec::map(px, py, x.numel(), forward);
   }
   if (any_requires_grad({x})) {
-    Tensor saved = reads == Reads::input ? x.detach() : y.detach();
+    SavedTensor saved(reads == Reads::input ? x : y);
     auto node = std::make_shared<UnaryBackward<Derivative>>(name, kind, param, std::move(saved),
                                                             derivative);
     detail::record(y, {x}, node);
