@@ -1,6 +1,7 @@
 """Prints the GPU check's table from gpu_bench.jsonl (scripts/gpu_check.sh): per model and
-precision, pactrain's and PyTorch's median step time, their ratio (the target is at most 1.1),
-and the TFLOP/s each achieves against the measured GEMM peak.
+precision (fp32, TF32, and PyTorch's autocast in bf16 and fp16), pactrain's and PyTorch's median
+step time, their ratio (the target is at most 1.1), the TFLOP/s each achieves against the
+measured GEMM peak, and each one's peak GPU memory; "-" where a run failed or was not made.
 
 FLOPs per step: 3x the forward pass (backward costs about twice forward), with forward 2 x 4.09
 GMAC per 224x224 image for ResNet-50, 2 x 17.56 GMAC for ViT-B/16, and for GPT-2 small per
@@ -33,10 +34,10 @@ def main():
             else:
                 rows[(r["model"], r["precision"], r["framework"], r.get("sparsity", 0.0))] = r
     print("| model | batch | precision | pactrain ms | PyTorch ms | ratio | pactrain TFLOP/s "
-          "| PyTorch TFLOP/s | GEMM peak TFLOP/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| PyTorch TFLOP/s | GEMM peak TFLOP/s | pactrain / PyTorch peak GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model in ("resnet50", "vit-base", "gpt2-small"):
-        for precision in ("fp32", "tf32"):
+        for precision in ("fp32", "tf32", "bf16", "fp16"):
             ours = rows.get((model, precision, "pactrain", 0.0))
             theirs = rows.get((model, precision, "pytorch", 0.0))
             if not ours and not theirs:
@@ -44,15 +45,19 @@ def main():
             batch = (ours or theirs)["batch"]
             flops = 3 * FORWARD_FLOPS[model] * batch
 
-            def ms(r):
-                return f"{r['median_ms']:.1f}" if r else "failed"
+            def ms(r):  # no line: the run failed, or (pactrain's bf16 and fp16) was not made
+                return f"{r['median_ms']:.1f}" if r else "-"
 
             def tflops(r):
                 return f"{flops / (r['median_ms'] * 1e-3) / 1e12:.1f}" if r else "-"
 
+            def gib(r):
+                return f"{r['peak_gpu_bytes'] / 2**30:.1f}" if r and r.get("peak_gpu_bytes") else "-"
+
             ratio = f"{ours['median_ms'] / theirs['median_ms']:.2f}x" if ours and theirs else "-"
             print(f"| {model} | {batch} | {precision} | {ms(ours)} | {ms(theirs)} | {ratio} | "
-                  f"{tflops(ours)} | {tflops(theirs)} | {peak.get(precision, '-')} |")
+                  f"{tflops(ours)} | {tflops(theirs)} | {peak.get(precision, '-')} | "
+                  f"{gib(ours)} / {gib(theirs)} |")
     if gemm:
         print()
         print("| GEMM (square) | precision | pactrain TFLOP/s | PyTorch peak TFLOP/s | pactrain / peak |")

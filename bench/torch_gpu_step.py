@@ -5,7 +5,9 @@ pactrain's, with 50257 tokens of vocabulary, context --context, batch 8) on rand
 with CUDA events, median of --steps after --warmup. Prints one JSON line per model.
 
 --tf32 lets matrix products and convolutions use TF32 (torch.backends...allow_tf32); without it
-both are plain fp32, as pactrain's default. --device cpu with a small --image-size and --batch
+both are plain fp32, as pactrain's default. --amp bf16 or fp16 runs forward and the loss under
+torch.autocast in that precision, as PyTorch users train: fp16 with a GradScaler, bf16 without
+(the peer of pactrain's --precision). Each line carries the step's peak GPU memory. --device cpu with a small --image-size and --batch
 checks the script on a machine without a GPU (host clock instead of CUDA events).
 """
 import argparse
@@ -23,10 +25,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 def measure_peak(n=8192, repeats=10):
     """The GPU's measured matrix-product peak: n x n x n products through cuBLAS, best of
-    `repeats`, in fp32 and in TF32 (the ceilings a training step is compared with)."""
-    a = torch.randn(n, n, device="cuda")
-    b = torch.randn(n, n, device="cuda")
-    for precision in ("fp32", "tf32"):
+    `repeats`, in fp32, TF32, bf16 and fp16 (the ceilings a training step is compared with)."""
+    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+              "fp16": torch.float16}
+    for precision, dtype in dtypes.items():
+        a = torch.randn(n, n, device="cuda", dtype=dtype)
+        b = torch.randn(n, n, device="cuda", dtype=dtype)
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         torch.matmul(a, b)
         best = float("inf")
@@ -68,6 +72,8 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--amp", choices=["bf16", "fp16"],
+                        help="torch.autocast in this precision (fp16 with a GradScaler)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--context", type=int, default=1024, help="gpt2-small's tokens")
@@ -98,6 +104,9 @@ def main():
         batch = args.batch or batch
         model = model.to(device).train()
         sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+        # Disabled, the scaler passes the loss and the step through unchanged.
+        scaler = torch.cuda.amp.GradScaler(enabled=args.amp == "fp16")
         if name == "gpt2-small":
             tokens = torch.randint(0, 50257, (batch, args.context + 1), device=device)
             x, y = tokens[:, :-1], tokens[:, 1:].reshape(-1)
@@ -106,17 +115,19 @@ def main():
             y = torch.arange(batch, device=device) % 1000
 
         def step():
-            logits = model(x)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
+            with torch.autocast(device_type=args.device, dtype=amp, enabled=amp is not None):
+                logits = model(x)
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
             sgd.zero_grad(set_to_none=False)
-            loss.backward()
-            sgd.step()
+            scaler.scale(loss).backward()
+            scaler.step(sgd)
+            scaler.update()
 
         for _ in range(args.warmup):
             step()
         ms = sorted(time_steps(step, args.steps, args.device))
         print(json.dumps({"framework": "pytorch", "model": name, "batch": batch,
-                          "precision": "tf32" if args.tf32 else "fp32",
+                          "precision": args.amp or ("tf32" if args.tf32 else "fp32"),
                           "median_ms": round(ms[len(ms) // 2], 3), "min_ms": round(ms[0], 3),
                           "steps": args.steps,
                           "peak_gpu_bytes": torch.cuda.max_memory_allocated()

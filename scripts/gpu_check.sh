@@ -161,6 +161,14 @@ for precision in fp32 tf32; do
       >>"$bench" 2>>"$out/bench.log" || log "torch_gpu_step $model $precision failed"
   done
 done
+# PyTorch's mixed precision (autocast bf16; fp16 with a GradScaler), with its peak memory: the
+# peer that pactrain's --precision is to reach on the GPU.
+for amp in bf16 fp16; do
+  for model in resnet50 vit-base gpt2-small; do
+    timeout 150 "$python" "$root/bench/torch_gpu_step.py" --models "$model" --steps "$steps" \
+      --tf32 --amp "$amp" >>"$bench" 2>>"$out/bench.log" || log "torch_gpu_step $model $amp failed"
+  done
+done
 # A pruned step (80% of every weight masked) against the dense one above.
 for precision in fp32 tf32; do
   flag=($(precision_flags "$precision"))
