@@ -127,7 +127,7 @@ def bytes_report(path, fit_ranks):
     n = RESNET20_KEPT_WEIGHTS
 
     def rest(p):  # what the step sends beyond the codes, from the fields' exact bytes
-        return fields[p] - n * ternary_bytes(p, "fields") * (2 * (p - 1) / p if p > 2 else 1)
+        return fields[p] - n * ternary_bytes(p, "fields") * 2 * (p - 1) / p  # as wire() charges
 
     points = [(*sum_terms(p), (coded[p] - rest(p)) * 8 / n) for p in ranks if p in fit_ranks]
     if len(points) < 2:
