@@ -1,5 +1,6 @@
 #include "core/autocast.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,10 @@ namespace pac {
 // result. Everything else stays fp32: normalisation statistics, softmax and the losses sum and
 // exponentiate many values, which 8 (bf16) or 11 (fp16) bits of mantissa do not survive.
 static const char* const kLowPrecisionOps[] = {"matmul", "linear", "conv2d"};
+// Ops that compute in fp32 and give their output in their inputs' precision: low when every input
+// is low, as batch norm and elementwise ops on bf16 tensors do under torch.autocast. The others
+// (softmax, layer norm, the losses, reductions) give fp32, as autocast's fp32 list does.
+static const char* const kKeepInputPrecisionOps[] = {"batch_norm", "add"};
 
 static thread_local Precision current_precision = Precision::fp32;
 
@@ -141,17 +146,40 @@ bool holds_exactly(const Tensor& x, Precision precision) {
             "holds_exactly: expects f32 values on the CPU, got {}", x.str());
   const float* px = x.data<float>();
   const int64_t n = x.numel();
-  // Counted rather than stopped at the first miss, so that the loop vectorises.
-  int64_t misses = 0;
-  if (precision == Precision::bf16) {
-    // bf16 is a float's top half: it holds exactly the floats whose low half is zero.
-    for (int64_t i = 0; i < n; ++i) misses += (std::bit_cast<uint32_t>(px[i]) & 0xffffu) != 0;
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      misses += std::bit_cast<uint32_t>(round_to_fp16(px[i])) != std::bit_cast<uint32_t>(px[i]);
+  // Misses are counted over blocks, which vectorise, and the scan stops after the first block
+  // with one: most tensors that are not low precision show it in their first values.
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    int64_t misses = 0;
+    if (precision == Precision::bf16) {
+      // bf16 is a float's top half: it holds exactly the floats whose low half is zero.
+      for (int64_t i = start; i < end; ++i)
+        misses += (std::bit_cast<uint32_t>(px[i]) & 0xffffu) != 0;
+    } else {
+      for (int64_t i = start; i < end; ++i) {
+        misses += std::bit_cast<uint32_t>(round_to_fp16(px[i])) != std::bit_cast<uint32_t>(px[i]);
+      }
     }
+    if (misses != 0) return false;
   }
-  return misses == 0;
+  return true;
+}
+
+Tensor keep_input_precision(const char* op, const Tensor& out,
+                            std::initializer_list<Tensor> inputs) {
+  const Precision precision = current_precision;
+  if (precision == Precision::fp32 || out.is_cuda()) return out;
+  bool listed = false;
+  for (const char* keep : kKeepInputPrecisionOps) listed = listed || std::strcmp(op, keep) == 0;
+  PAC_CHECK(listed,
+            "keep_input_precision: {} is not in autocast's list of ops that keep their "
+            "inputs' precision",
+            op);
+  for (const Tensor& input : inputs) {
+    if (!holds_exactly(input, precision)) return out;
+  }
+  return round_to_precision(out, precision);
 }
 
 Tensor rounded_values(const Tensor& x, Precision precision) {

@@ -11,6 +11,7 @@
 //   { AutocastScope scope(Precision::bf16); loss = loss_fn(model(x)); }  loss.backward();
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include "core/dtype.h"
@@ -53,6 +54,14 @@ Tensor round_to_precision(const Tensor& x, Precision precision);
 // x's values rounded to `precision` without autograd (x itself for fp32): how a product's
 // backward gets back the operands its forward used from the unrounded inputs it kept.
 Tensor rounded_values(const Tensor& x, Precision precision);
+
+// The output of an op that the policy table lists as keeping its inputs' precision (batch norm,
+// add), as PyTorch's autocast gives it: in the low precision when every input already is (here:
+// holds only values the low precision holds exactly), so `out` is then rounded, as a bf16 kernel
+// would write it; `out` unchanged otherwise, and outside a scope. This is what keeps a ResNet's
+// activations in bf16 from one convolution to the next, and so what backward saves of them.
+Tensor keep_input_precision(const char* op, const Tensor& out,
+                            std::initializer_list<Tensor> inputs);
 
 // Whether every value of the f32 tensor x is one that `precision` holds exactly (so that storing
 // it in bf16 or fp16 loses nothing). True for fp32. CPU tensors only.

@@ -48,7 +48,14 @@ SavedTensor::SavedTensor(const Tensor& t) {
   const Precision precision = autocast_precision();
   const bool parameter = t.is_leaf() && t.requires_grad();  // alive anyway, and updated in place
   if (precision == Precision::fp32 || parameter || t.is_cuda() || t.dtype() != DType::f32) return;
-  if (holds_exactly(t, precision)) kept_ = pack(t, precision);
+  std::shared_ptr<TensorImpl>& shared = t.impl()->saved_low_precision;
+  if (shared && shared->dtype == precision_dtype(precision)) {
+    kept_ = Tensor(shared);  // packed already, by another node that saves t
+    return;
+  }
+  if (!holds_exactly(t, precision)) return;
+  kept_ = pack(t, precision);
+  shared = kept_.impl_ptr();
 }
 
 Tensor SavedTensor::unpack() const {

@@ -1,7 +1,8 @@
 // What a backward node keeps of an activation. Under an AutocastScope of bf16 or fp16, an
 // activation whose every value the low precision holds exactly (a product's rounded output, say)
 // is kept in that storage type, in half the bytes, and its f32 tensor is freed once forward is
-// past it: the memory that autocast saves by keeping such activations in bf16. Packing loses
+// past it: the memory that autocast saves by keeping such activations in bf16. The nodes that save
+// one tensor (relu its output, the next convolution its input) share one packed copy. Packing loses
 // nothing, so backward computes what it would from the f32 values. Anything else (fp32 training,
 // values the low precision does not hold, tensors on the GPU, parameters) is kept as it is,
 // detached, and shared with whoever else holds it.

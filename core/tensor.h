@@ -43,6 +43,9 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_accumulator;  // leaves: created on first use by autograd
   std::vector<GradReadyHook> grad_ready_hooks;
   GradSink grad_sink;  // leaves: null for the default accumulation into `grad`
+  // These values as backward keeps them in bf16 or fp16 (core/saved_tensor.h): packed by the
+  // first node that saves this tensor, and shared by the others that save it.
+  std::shared_ptr<TensorImpl> saved_low_precision;
 };
 
 class Tensor {

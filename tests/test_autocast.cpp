@@ -248,6 +248,38 @@ TEST_CASE("an activation the low precision holds exactly is saved in it, and not
   CHECK(outside.nbytes() == 64 * 4);  // fp32 training keeps f32
 }
 
+TEST_CASE("batch norm and add give low precision outputs for low precision inputs only") {
+  Generator gen(13);
+  const Tensor exact = round_to_precision(gen.randn({4, 3, 5, 5}), Precision::bf16);
+  const Tensor inexact = gen.randn({4, 3, 5, 5});
+  const Tensor full_norm = batch_norm(exact, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  const Tensor full_sum = add(exact, inexact);
+  CHECK_FALSE(holds_exactly(full_norm, Precision::bf16));  // fp32 keeps fp32
+  AutocastScope scope(Precision::bf16);
+  const Tensor norm = batch_norm(exact, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  CHECK(holds_exactly(norm, Precision::bf16));
+  CHECK(same_values(norm, rounded_copy(full_norm, Precision::bf16)));
+  CHECK(holds_exactly(add(exact, exact), Precision::bf16));
+  CHECK(same_values(add(exact, inexact), full_sum));  // an fp32 input keeps the sum fp32
+  CHECK(same_values(batch_norm(inexact, Tensor(), Tensor(), Tensor(), Tensor(), true), [&] {
+    AutocastScope off(Precision::fp32);
+    return batch_norm(inexact, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  }()));
+}
+
+TEST_CASE("the nodes that save one activation share one packed copy") {
+  constexpr int64_t n = 1 << 18;
+  Generator gen(17);
+  const Tensor h = round_to_precision(gen.randn({n}), Precision::bf16);
+  AutocastScope scope(Precision::bf16);
+  cpu_empty_cache();
+  const size_t before = cpu_allocator_stats().current_bytes;
+  const SavedTensor first(h), second(h);  // relu saving its output, the next op its input
+  CHECK(first.nbytes() == n * 2);
+  CHECK(cpu_allocator_stats().current_bytes - before == n * 2);
+  CHECK(second.unpack().to_vector() == h.to_vector());
+}
+
 TEST_CASE("under autocast a rounded activation lives on in half its bytes, same gradients") {
   // x -> h = round(2x) -> y = gelu(h). gelu's rule reads h, which bf16 holds exactly: under a
   // scope its node keeps h in bf16 and the f32 h goes when forward ends; outside one, the same

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/autocast.h"
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
@@ -196,7 +197,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   if (any_requires_grad({a, b})) {
     detail::record(out, {a, b}, std::make_shared<AddBackward>(a.shape(), b.shape(), 1.0f));
   }
-  return out;
+  return keep_input_precision("add", out, {a, b});
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/cuda/kernels.h"
 #include "core/ops.h"
 #include "core/ops/op_util.h"
@@ -219,7 +220,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                     std::move(mean), std::move(invstd), training);
     detail::record(out, {x, weight, bias}, node);
   }
-  return out;
+  return keep_input_precision("batch_norm", out, {x});
 }
 
 // --- layer norm: x viewed as [rows, D] with D the product of normalized_shape ---
