@@ -1,13 +1,15 @@
 // Mixed precision as torch.autocast does it: inside an AutocastScope the ops that the policy table
 // (autocast.cpp) lists as low-precision ops round their inputs to bf16 or fp16, multiply and add in
 // fp32, and round their output; their backward rounds the incoming gradient and the results the
-// same way. Every other op computes in fp32. Master weights and optimizer state stay fp32: a
-// weight is rounded where a product uses it, and its gradient arrives back in fp32.
+// same way. Every other op computes in fp32; batch norm and add give their output rounded when
+// every input is already low precision (keep_input_precision), as bf16 tensors flow through them
+// in PyTorch. Master weights and optimizer state stay fp32: a weight is rounded where a product
+// uses it, and its gradient arrives back in fp32.
 //
 // This is the reference path, the one GPU kernels are to be tested against: rounding is a
 // separate pass over f32 values (correct, not fast), so it runs on the CPU only. Tensors between
-// ops stay f32, so it saves no memory: a product keeps its unrounded input (which the op before
-// it holds anyway) and rounds it again in backward, so peak memory is fp32's.
+// ops stay f32, and what backward saves of them goes in the low precision where that holds them
+// exactly (core/saved_tensor.h), which is where the memory is saved.
 //   { AutocastScope scope(Precision::bf16); loss = loss_fn(model(x)); }  loss.backward();
 #pragma once
 
