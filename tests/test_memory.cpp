@@ -1,6 +1,6 @@
 // Memory: the allocators' counts by purpose, the release of what one-off phases leave in the
-// cache, what an op saves for backward, the pruning selection that ranks scores without copying them, and a pruned run that
-// holds less at its peak than the dense one.
+// cache, what an op saves for backward, the pruning selection that ranks scores without copying
+// them, and a pruned run that holds less at its peak than the dense one.
 #include <doctest/doctest.h>
 
 #include <algorithm>
