@@ -52,7 +52,9 @@ def main():
                 return f"{flops / (r['median_ms'] * 1e-3) / 1e12:.1f}" if r else "-"
 
             def gib(r):
-                return f"{r['peak_gpu_bytes'] / 2**30:.1f}" if r and r.get("peak_gpu_bytes") else "-"
+                if not r or not r.get("peak_gpu_bytes"):
+                    return "-"
+                return f"{r['peak_gpu_bytes'] / 2**30:.1f}"
 
             ratio = f"{ours['median_ms'] / theirs['median_ms']:.2f}x" if ours and theirs else "-"
             print(f"| {model} | {batch} | {precision} | {ms(ours)} | {ms(theirs)} | {ratio} | "

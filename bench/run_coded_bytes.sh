@@ -36,7 +36,8 @@ for ranks in ${ranks_list//,/ }; do
       --metrics "$metrics" --prune magnitude --sparsity 0.8 --prune-schedule oneshot:0 \
       --compress pactrain --compress-opt enc=ternary --first-bucket-mb 0.004 --bucket-mb 0.008 \
       --packed-wire "$wire" > "$tmp/log" 2>&1 ||
-      { cat "$tmp/log" >&2; echo "run_coded_bytes.sh: $ranks ranks, $wire: the run failed" >&2; exit 1; }
+      { cat "$tmp/log" >&2
+        echo "run_coded_bytes.sh: $ranks ranks, $wire: the run failed" >&2; exit 1; }
     /usr/bin/python3 - "$metrics" "$ranks" "$wire" "$batch" "$commit" >> "$out/bytes.jsonl" <<'PY'
 import datetime, json, sys
 path, ranks, wire, batch, commit = sys.argv[1:]

@@ -131,7 +131,8 @@ def bytes_report(path, fit_ranks):
 
     points = [(*sum_terms(p), (coded[p] - rest(p)) * 8 / n) for p in ranks if p in fit_ranks]
     if len(points) < 2:
-        sys.exit(f"scaleout.py: --bytes needs coded and fields runs on two of {sorted(fit_ranks)} ranks")
+        sys.exit("scaleout.py: --bytes needs coded and fields runs on two of "
+                 f"{sorted(fit_ranks)} ranks")
     one, per_doubling = least_squares_2(points)
     print(f"Rice-coded sums fitted on {len(points)} rank counts: {one:.2f} bits for one rank's "
           f"codes, {per_doubling:.2f} more per doubling of the ranks summed (the projection uses "
@@ -142,8 +143,8 @@ def bytes_report(path, fit_ranks):
         x, y = sum_terms(p)
         predicted = rest(p) + n * (x * one + y * per_doubling) / 8
         err = (predicted - coded[p]) / coded[p]
-        print(f"| {p} | {fields[p]:,.0f} | {coded[p]:,.0f} | {predicted:,.0f} | {100 * err:+.1f}% | "
-              f"{'' if p in fit_ranks else 'yes'} |")
+        print(f"| {p} | {fields[p]:,.0f} | {coded[p]:,.0f} | {predicted:,.0f} | "
+              f"{100 * err:+.1f}% | {'' if p in fit_ranks else 'yes'} |")
     print()
 
 
